@@ -1,0 +1,162 @@
+"""The seams between the ops/UI layers and machines: one protocol per kind of thing a host does.
+
+Real hosts (ssh/local + systemd + nvidia-smi/NVML) and simulated hosts (process manager + ledger)
+implement the same protocols, so the switch, the CLI and the TUI never know which they talk to.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+from console.config import HostConfig
+from console.domain.models import (
+    CommandResult,
+    GpuSnapshot,
+    HealthSample,
+    JournalEntry,
+    UnitState,
+)
+
+
+@runtime_checkable
+class Transport(Protocol):
+    """Runs argv lists on a machine. Quoting happens once, inside the transport."""
+
+    name: str
+
+    async def run(
+        self, argv: Sequence[str], *, input: str | None = None, timeout_s: float | None = None
+    ) -> CommandResult:
+        """Run a command to completion and return its output."""
+        ...
+
+    def stream(self, argv: Sequence[str]) -> AsyncIterator[str]:
+        """Run a long-lived command and yield its stdout lines; closing the iterator stops it."""
+        ...
+
+    async def close(self) -> None:
+        """Release connections."""
+        ...
+
+
+@runtime_checkable
+class ServiceManager(Protocol):
+    """systemd, or the demo's process manager that behaves like it."""
+
+    async def state(self, unit: str) -> UnitState:
+        ...
+
+    async def start(self, unit: str) -> None:
+        ...
+
+    async def stop(self, unit: str) -> None:
+        ...
+
+    async def restart(self, unit: str) -> None:
+        ...
+
+    async def reset_failed(self, unit: str) -> None:
+        ...
+
+    async def write_file(self, path: str, content: str) -> None:
+        """Atomically write a file the units read (environment file or drop-in)."""
+        ...
+
+    async def daemon_reload(self) -> None:
+        ...
+
+    def journal(
+        self, unit: str, *, after_cursor: str | None = None, follow: bool = True, lines: int | None = None
+    ) -> AsyncIterator[JournalEntry]:
+        """Entries of a unit, oldest first; with `after_cursor` exactly those after it."""
+        ...
+
+
+@runtime_checkable
+class GpuSource(Protocol):
+    """GPU memory and utilisation of one host."""
+
+    async def sample(self) -> GpuSnapshot:
+        ...
+
+    def stream(self, interval_s: float) -> AsyncIterator[GpuSnapshot]:
+        ...
+
+
+@runtime_checkable
+class HealthProbe(Protocol):
+    """Probes one service's HTTP endpoints."""
+
+    async def probe(self) -> HealthSample:
+        ...
+
+
+class LockBusy(Exception):
+    """Another console holds the switch lock of this service on this host."""
+
+
+@runtime_checkable
+class HostLock(Protocol):
+    """A lock held on the host itself, so two consoles on two machines exclude each other."""
+
+    def __call__(self, name: str) -> AbstractAsyncContextManager[None]:
+        """Hold lock `name` for the `async with` block; raise LockBusy at once if it is held."""
+        ...
+
+
+@dataclass
+class LinkStatus:
+    """The connection to a host as the UI shows it: up or down, since when, and why."""
+
+    state: str = "connecting"  # "up", "down", "connecting"
+    since: float = field(default_factory=time.time)
+    last_ok_at: float | None = None
+    error: str | None = None
+    reconnects: int = 0
+
+    def mark_up(self) -> None:
+        now = time.time()
+        if self.state != "up":
+            self.state, self.since, self.error = "up", now, None
+        self.last_ok_at = now
+
+    def mark_down(self, error: str) -> None:
+        if self.state != "down":
+            self.state, self.since = "down", time.time()
+        self.error = error
+
+    def age_s(self, now: float | None = None) -> float | None:
+        """Seconds since the last good data, or None if there never was any."""
+        if self.last_ok_at is None:
+            return None
+        return (now or time.time()) - self.last_ok_at
+
+
+@dataclass
+class Host:
+    """Everything the ops layer and the UI need of one host, whatever its transport."""
+
+    config: HostConfig
+    services: ServiceManager
+    gpus: GpuSource
+    probes: dict[str, HealthProbe]
+    """Health probe per service name."""
+    lock: HostLock
+    link: LinkStatus = field(default_factory=LinkStatus)
+    transport: Transport | None = None
+    closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+    async def close(self) -> None:
+        """Close streams and connections; never raises."""
+        for closer in reversed(self.closers):
+            with contextlib.suppress(Exception):
+                await closer()

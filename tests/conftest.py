@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,8 +17,9 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(autouse=True, scope="session")
-def _isolated_state_dir() -> None:
+def _isolated_state_dir() -> Iterator[None]:
     if "SERVE_CONSOLE_STATE_DIR" in os.environ:
+        yield
         return
     with tempfile.TemporaryDirectory(prefix="serve-console-test-") as tmp:
         os.environ["SERVE_CONSOLE_STATE_DIR"] = tmp

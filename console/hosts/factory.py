@@ -1,0 +1,32 @@
+"""One Host per hosts.toml entry, whatever its transport."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from console.config import ConsoleConfig, HostConfig
+from console.errors import UsageError
+from console.hosts.base import Host
+
+
+def open_host(cfg: HostConfig, *, state_dir: Path | None = None) -> Host:
+    """Build the Host for one config entry; "sim" hosts keep their units under `state_dir`.
+
+    Raises:
+        UsageError: for an unknown transport.
+    """
+    if cfg.transport == "sim":
+        from console.hosts.sim_host import build_sim_host
+        from console.hosts.state_dir import state_dir as default_state_dir
+
+        return build_sim_host(cfg, state_dir or default_state_dir())
+    if cfg.transport in ("ssh", "local"):
+        from console.hosts.remote import build_remote_host
+
+        return build_remote_host(cfg)
+    raise UsageError(f"host {cfg.name}: unknown transport {cfg.transport!r}")
+
+
+def open_hosts(config: ConsoleConfig, *, state_dir: Path | None = None) -> list[Host]:
+    """Every host of the config, in file order. Connections open lazily, so a down host blocks nothing."""
+    return [open_host(h, state_dir=state_dir) for h in config.hosts]

@@ -1,0 +1,271 @@
+"""The simulated host's service manager: systemd's interface over detached local processes.
+
+Each unit runs under its own supervisor (`console.sim.supervisor`), which outlives the console that
+started it, exactly as a systemd unit outlives `systemctl`. Everything lives in the state dir:
+
+    <state>/hosts/<host>/units/<unit>/state.json     the unit's state, written by its supervisor
+    <state>/hosts/<host>/units/<unit>/journal.jsonl  its journal (see sim_journal)
+    <state>/hosts/<host>/files/...                   the host's "filesystem" for env files and drop-ins
+    <state>/hosts/<host>/ledger/                     the simulated GPUs' memory ledger
+
+so a second console (`status`, `tail`) sees the same units.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+from console.config import DROP_IN, ENV_FILE, HostConfig
+from console.domain.models import JournalEntry, UnitState
+from console.errors import HostError
+from console.hosts import sim_units
+from console.hosts.sim_journal import PRIORITY_WARNING, append_entry, follow_journal
+from console.hosts.sim_unit_state import (
+    pid_alive,
+    read_state,
+    supervisor_alive,
+    unit_state_from,
+    write_state,
+)
+from console.hosts.state_dir import sim_host_dir
+
+#: Seconds between SIGTERM and SIGKILL when a unit stops (systemd's TimeoutStopSec, shortened).
+DEFAULT_STOP_GRACE_S = 5.0
+_POLL_S = 0.01
+
+
+class ProcessManager:
+    """ServiceManager for a `transport = "sim"` host."""
+
+    def __init__(
+        self, cfg: HostConfig, state_root: Path, *, stop_grace_s: float = DEFAULT_STOP_GRACE_S
+    ) -> None:
+        self.cfg = cfg
+        self.root = sim_host_dir(state_root, cfg.name)
+        self.units_dir = self.root / "units"
+        self.files_dir = self.root / "files"
+        self.ledger_dir = self.root / "ledger"
+        self.stop_grace_s = stop_grace_s
+        for folder in (self.units_dir, self.files_dir, self.ledger_dir):
+            folder.mkdir(parents=True, exist_ok=True)
+
+    # -- paths -------------------------------------------------------------------------------------------
+
+    def unit_dir(self, unit: str) -> Path:
+        if not unit or "/" in unit or unit.startswith("."):
+            raise HostError(self.cfg.name, f"invalid unit name {unit!r}")
+        path = self.units_dir / unit
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def host_path(self, path: str) -> Path:
+        """Where an absolute path on the simulated host lives in the state dir."""
+        return self.files_dir / path.lstrip("/")
+
+    @contextlib.asynccontextmanager
+    async def _unit_lock(self, unit: str) -> AsyncIterator[None]:
+        """Serialises start/stop of one unit across consoles (held only for the action itself)."""
+        fd = os.open(self.unit_dir(unit) / "ctl.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            await asyncio.to_thread(fcntl.flock, fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
+
+    # -- ServiceManager ----------------------------------------------------------------------------------
+
+    async def state(self, unit: str) -> UnitState:
+        loaded = sim_units.find_unit(self.cfg, unit) is not None
+        return unit_state_from(unit, read_state(self.unit_dir(unit)), loaded=loaded)
+
+    async def start(self, unit: str) -> None:
+        spec = sim_units.find_unit(self.cfg, unit)
+        if spec is None:
+            raise HostError(self.cfg.name, f"Unit {unit} not found.")
+        async with self._unit_lock(unit):
+            if (await self.state(unit)).is_running:
+                return  # as `systemctl start` on an active unit: nothing to do
+            argv, env = self._command(spec)
+            await asyncio.to_thread(self._spawn, spec, argv, env)
+
+    async def stop(self, unit: str) -> None:
+        async with self._unit_lock(unit):
+            await asyncio.to_thread(self._stop_blocking, unit)
+
+    async def restart(self, unit: str) -> None:
+        await self.stop(unit)
+        await self.start(unit)
+
+    async def reset_failed(self, unit: str) -> None:
+        unit_dir = self.unit_dir(unit)
+        raw = read_state(unit_dir)
+        if raw is not None and unit_state_from(unit, raw).active == "failed":
+            raw.update(active="inactive", sub="dead", result="success", main_pid=None, since=time.time())
+            write_state(unit_dir, raw)
+
+    async def write_file(self, path: str, content: str) -> None:
+        target = self.host_path(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+        tmp.write_text(content)
+        os.replace(tmp, target)
+
+    async def daemon_reload(self) -> None:
+        """Drop-ins take effect only now, as with systemd."""
+        loaded = {
+            s.unit: sim_units.load_drop_ins(self.files_dir, s.unit)
+            for s in self.cfg.services
+            if s.mapping == DROP_IN and s.unit
+        }
+        sim_units.save_loaded_drop_ins(self.root / "loaded-drop-ins.json", loaded)
+
+    def journal(
+        self, unit: str, *, after_cursor: str | None = None, follow: bool = True, lines: int | None = None
+    ) -> AsyncIterator[JournalEntry]:
+        try:
+            return follow_journal(
+                self.unit_dir(unit) / "journal.jsonl",
+                unit,
+                after_cursor=after_cursor,
+                follow=follow,
+                lines=lines,
+            )
+        except ValueError as exc:
+            raise HostError(self.cfg.name, str(exc)) from exc
+
+    # -- beyond the protocol -----------------------------------------------------------------------------
+
+    def known_units(self) -> list[str]:
+        return [u for s in self.cfg.services for u in s.all_units()]
+
+    async def stop_all(self) -> None:
+        """Stop every unit of this host that runs (the demo's clean exit)."""
+        for unit in self.known_units():
+            if (await self.state(unit)).is_running:
+                await self.stop(unit)
+
+    def running_pids(self, unit: str) -> list[int]:
+        """Pids of the unit's supervisor and engine that are still alive (for tests: no orphans)."""
+        raw = read_state(self.unit_dir(unit)) or {}
+        pids = []
+        if supervisor_alive(raw):
+            pids.append(raw["supervisor_pid"])
+        pgid = raw.get("pgid")
+        if pgid and _group_alive(pgid):
+            pids.append(pgid)
+        return pids
+
+    # -- internals ---------------------------------------------------------------------------------------
+
+    def _command(self, spec: sim_units.UnitSpec) -> tuple[list[str], dict[str, str]]:
+        env = dict(os.environ)
+        env["PYTHONUNBUFFERED"] = "1"
+        unit_env: dict[str, str] = {}
+        if spec.layout is not None:
+            layout_args = sim_units.layout_args_for(spec)
+        elif spec.service.mapping == ENV_FILE:
+            assert spec.service.env_file is not None
+            path = self.host_path(spec.service.env_file)
+            try:
+                unit_env = sim_units.parse_env_file(path.read_text(errors="replace"))
+            except FileNotFoundError:
+                raise HostError(
+                    self.cfg.name, f"{spec.unit}: Failed to load environment files: {spec.service.env_file}"
+                ) from None
+            layout_args = sim_units.layout_args_from_env(self.cfg, spec, unit_env, spec.service.env_file)
+        else:
+            loaded = sim_units.read_loaded_drop_ins(self.root / "loaded-drop-ins.json")
+            unit_env = loaded.get(spec.unit, {})
+            layout_args = sim_units.layout_args_from_env(self.cfg, spec, unit_env, "its drop-in")
+        env.update(unit_env)
+        return sim_units.engine_command(self.cfg, spec, layout_args, self.ledger_dir), env
+
+    def _spawn(self, spec: sim_units.UnitSpec, argv: list[str], env: dict[str, str]) -> None:
+        unit_dir = self.unit_dir(spec.unit)
+        command = [
+            sys.executable, "-m", "console.sim.supervisor", "--daemonize",
+            "--unit-dir", str(unit_dir), "--unit", spec.unit, "--description", spec.description,
+            "--stop-grace-s", str(self.stop_grace_s), "--", *argv,
+        ]  # fmt: skip
+        with open(unit_dir / "supervisor.log", "ab") as log:
+            proc = subprocess.Popen(
+                command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log, env=env, close_fds=True
+            )
+            out, _ = proc.communicate(timeout=30)
+        try:
+            pid = int(out.strip())
+        except ValueError:
+            raise HostError(self.cfg.name, f"{spec.unit}: the supervisor did not start") from None
+        # As `systemctl start` of a Type=simple unit: return once the main process is forked.
+        deadline = time.monotonic() + 15.0
+        while time.monotonic() < deadline:
+            raw = read_state(unit_dir)
+            if raw and raw.get("supervisor_pid") == pid and raw.get("active") != "activating":
+                return
+            if not pid_alive(pid) and (raw or {}).get("supervisor_pid") != pid:
+                break
+            time.sleep(_POLL_S)
+        raise HostError(
+            self.cfg.name, f"{spec.unit}: the supervisor did not start (see {unit_dir}/supervisor.log)"
+        )
+
+    def _stop_blocking(self, unit: str) -> None:
+        unit_dir = self.unit_dir(unit)
+        raw = read_state(unit_dir)
+        if raw is None:
+            return
+        sup_pid, pgid = raw.get("supervisor_pid"), raw.get("pgid")
+        if supervisor_alive(raw):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(sup_pid, signal.SIGTERM)
+            deadline = time.monotonic() + self.stop_grace_s + 3.0
+            while supervisor_alive(raw) and time.monotonic() < deadline:
+                time.sleep(_POLL_S)
+        if supervisor_alive(raw):  # a wedged supervisor: take over its job
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(sup_pid, signal.SIGKILL)
+        if pgid and _group_alive(pgid):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pgid, signal.SIGKILL)
+        after = read_state(unit_dir) or raw
+        if after.get("active") in ("activating", "active", "deactivating"):
+            # The supervisor died without recording the end: record it as systemd would have.
+            journal = unit_dir / "journal.jsonl"
+            append_entry(
+                journal,
+                f"{unit}: Failed with result 'signal'.",
+                pid=1,
+                priority=PRIORITY_WARNING,
+                source="systemd",
+            )
+            after.update(active="failed", sub="failed", result="signal", main_pid=None, since=time.time())
+            write_state(unit_dir, after)
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # killpg(0) also succeeds for a group made only of zombies; look for a live member.
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                with open(f"/proc/{entry.name}/stat", "rb") as fh:
+                    fields = fh.read().decode("ascii", "replace").rpartition(")")[2].split()
+            except OSError:
+                continue
+            if len(fields) > 2 and fields[2] == str(pgid) and fields[0] not in ("Z", "X"):
+                return True
+    return False

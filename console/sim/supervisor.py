@@ -1,0 +1,190 @@
+"""One simulated unit's supervisor: what systemd does for a `Type=simple` service, in a small process.
+
+`python -m console.sim.supervisor --unit-dir DIR --unit NAME --description TEXT -- ARGV...`
+
+It runs ARGV in its own process group, copies its stdout and stderr into the unit's journal file, keeps
+the unit's state in `state.json`, and writes systemd's own lines (`Started ...`, `Main process exited,
+code=exited, status=1/FAILURE`, `Failed with result 'exit-code'.`, `Deactivated successfully.`). SIGTERM
+stops the unit: SIGTERM to the whole group, SIGKILL after the grace period, as `systemctl stop` does.
+With `--daemonize` it forks first, so the console that starts it never has to reap it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from console.hosts.sim_journal import PRIORITY_INFO, PRIORITY_WARNING, append_entry
+from console.hosts.sim_unit_state import proc_start_ticks, write_state
+
+_MAX_LINE_BYTES = 64 * 1024
+
+
+def _set_parent_death_signal() -> None:
+    """The engine dies with its supervisor (Linux), so even kill -9 of the supervisor leaves no orphan."""
+    with contextlib.suppress(Exception):
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+class Supervisor:
+    """Runs one unit's main process to its end."""
+
+    def __init__(self, unit_dir: Path, unit: str, description: str, stop_grace_s: float) -> None:
+        self.unit_dir = unit_dir
+        self.unit = unit
+        self.description = description
+        self.stop_grace_s = stop_grace_s
+        self.journal = unit_dir / "journal.jsonl"
+        self.stop_requested = threading.Event()
+        self.output_done = threading.Event()
+        self.state: dict = {
+            "unit": unit,
+            "supervisor_pid": os.getpid(),
+            "supervisor_start": proc_start_ticks(os.getpid()),
+            "n_restarts": 0,
+        }
+
+    def log(self, message: str, *, priority: int = PRIORITY_INFO) -> None:
+        append_entry(self.journal, message, pid=1, priority=priority, source="systemd")
+
+    def set_state(self, active: str, sub: str, **extra: object) -> None:
+        self.state.update(active=active, sub=sub, since=time.time(), **extra)
+        write_state(self.unit_dir, self.state)
+
+    def run(self, argv: list[str]) -> int:
+        self.set_state("activating", "start", result="success", main_pid=None, exec_main_status=None)
+        self.log(f"Starting {self.description}...")
+        try:
+            proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # its own process group, killed as a whole on stop
+                preexec_fn=_set_parent_death_signal,
+            )
+        except OSError as exc:
+            self.log(f"{self.unit}: Failed to execute {argv[0]}: {exc.strerror}", priority=PRIORITY_WARNING)
+            self.log(f"{self.unit}: Failed with result 'exit-code'.", priority=PRIORITY_WARNING)
+            self.set_state("failed", "failed", result="exit-code", exec_main_status=203)
+            return 1
+        self.state["pgid"] = proc.pid
+        self.set_state("active", "running", main_pid=proc.pid, started_at=time.time())
+        self.log(f"Started {self.description}.")
+        reader = threading.Thread(target=self._copy_output, args=(proc,), daemon=True)
+        reader.start()
+        killed_after_timeout = self._wait(proc)
+        reader.join(timeout=2.0)
+        self._finish(proc.returncode, killed_after_timeout)
+        return 0
+
+    def _copy_output(self, proc: subprocess.Popen) -> None:
+        assert proc.stdout is not None
+        for raw in iter(lambda: proc.stdout.readline(_MAX_LINE_BYTES), b""):
+            text = raw.decode("utf-8", "replace").rstrip("\r\n")
+            append_entry(self.journal, text, pid=proc.pid)
+        self.output_done.set()
+
+    def _wait(self, proc: subprocess.Popen) -> bool:
+        """Wait for the main process (and its output) to end; handle stop requests. True if SIGKILLed."""
+        stop_deadline: float | None = None
+        killed = False
+        while True:
+            if self.stop_requested.is_set() and stop_deadline is None:
+                self.set_state("deactivating", "stop-sigterm")
+                self.log(f"Stopping {self.description}...")
+                _killpg(proc.pid, signal.SIGTERM)
+                stop_deadline = time.monotonic() + self.stop_grace_s
+            if stop_deadline is not None and not killed and time.monotonic() > stop_deadline:
+                if proc.poll() is None:
+                    self.log(
+                        f"{self.unit}: State 'stop-sigterm' timed out. Killing.", priority=PRIORITY_WARNING
+                    )
+                    killed = True
+                _killpg(proc.pid, signal.SIGKILL)
+            if proc.poll() is not None:
+                # systemd's control-group semantics: when the main process ends, the rest of it goes too.
+                _killpg(proc.pid, signal.SIGKILL)
+                if self.output_done.wait(timeout=1.0):
+                    return killed
+            self.output_done.wait(timeout=0.01)
+
+    def _finish(self, returncode: int, killed_after_timeout: bool) -> None:
+        stopping = self.stop_requested.is_set()
+        if returncode >= 0:
+            status, code = returncode, "exited"
+            detail = f"status={returncode}/{'SUCCESS' if returncode == 0 else 'FAILURE'}"
+        else:
+            status, code = -returncode, "killed"
+            detail = f"status={-returncode}/{signal.Signals(-returncode).name.removeprefix('SIG')}"
+        clean = returncode == 0 or (stopping and returncode == -signal.SIGTERM and not killed_after_timeout)
+        if not clean:
+            self.log(f"{self.unit}: Main process exited, code={code}, {detail}", priority=PRIORITY_WARNING)
+        result = "success"
+        if not clean:
+            result = "timeout" if killed_after_timeout else ("exit-code" if code == "exited" else "signal")
+            self.log(f"{self.unit}: Failed with result '{result}'.", priority=PRIORITY_WARNING)
+        else:
+            self.log(f"{self.unit}: Deactivated successfully.")
+        if stopping:
+            self.log(f"Stopped {self.description}.")
+        active = "inactive" if clean else "failed"
+        self.set_state(
+            active,
+            "dead" if clean else "failed",
+            result=result,
+            exec_main_status=status,
+            main_pid=None,
+            exited_at=time.time(),
+        )
+
+
+def _killpg(pgid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+def _daemonize() -> None:
+    """Fork: the parent prints the supervisor's pid and exits; the child leads a new session."""
+    pid = os.fork()
+    if pid > 0:
+        print(pid, flush=True)
+        os._exit(0)
+    os.setsid()
+    devnull = os.open(os.devnull, os.O_RDWR)
+    os.dup2(devnull, 0)
+    os.dup2(devnull, 1)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m console.sim.supervisor")
+    parser.add_argument("--unit-dir", required=True, type=Path)
+    parser.add_argument("--unit", required=True)
+    parser.add_argument("--description", default="")
+    parser.add_argument("--stop-grace-s", type=float, default=10.0)
+    parser.add_argument("--daemonize", action="store_true")
+    parser.add_argument("command", nargs=argparse.REMAINDER)
+    args = parser.parse_args(argv)
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        parser.error("no command given after --")
+    if args.daemonize:
+        _daemonize()
+    sup = Supervisor(args.unit_dir, args.unit, args.description or args.unit, args.stop_grace_s)
+    signal.signal(signal.SIGTERM, lambda *_: sup.stop_requested.set())
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    return sup.run(command)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

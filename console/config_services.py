@@ -1,0 +1,230 @@
+"""The `[hosts.NAME.services.SVC]` tables of hosts.toml: engine, URL, unit mapping and layouts."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from console.config import DROP_IN, ENV_FILE, MAPPINGS, TEMPLATE, UNIT_PER_LAYOUT, LayoutConfig, ServiceConfig
+from console.config_fields import Table, shown
+from console.domain.layout import Layout, LayoutError, check_layout, parse_layout
+from console.domain.models import Engine
+
+SERVICE_KEYS = (
+    "engine",
+    "url",
+    "mapping",
+    "unit",
+    "template",
+    "env_file",
+    "env_var",
+    "model_config",
+    "mem_fraction",
+    "health_via",
+    "sudo",
+    "layouts",
+)
+LAYOUT_KEYS = ("name", "tp", "ep", "pp", "dp", "dp_attention", "args", "unit")
+PARALLEL_KEYS = ("tp", "ep", "pp", "dp", "dp_attention")
+HEALTH_VIA = ("direct", "ssh")
+
+# systemd's unit-name grammar (systemd.unit(5)), restricted to services. A leading "-" is refused
+# too, so that no unit name can ever read as an option on a systemctl command line.
+_UNIT_CHARS = r"[A-Za-z0-9:_.\\-]"
+UNIT_NAME = re.compile(rf"(?!-){_UNIT_CHARS}+(?:@{_UNIT_CHARS}+)?\.service")
+TEMPLATE_NAME = re.compile(rf"(?!-){_UNIT_CHARS}+@\.service")
+UNIT_NAME_MAX = 255
+ENV_VAR_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# An absolute POSIX path on the GPU host, one line, no NUL.
+ABSOLUTE_PATH = re.compile(r"/[^\x00-\x1f\x7f]*")
+
+#: Which service-level keys each mapping needs (and, by omission, refuses).
+_MAPPING_KEYS = {
+    UNIT_PER_LAYOUT: (),
+    TEMPLATE: ("template",),
+    ENV_FILE: ("unit", "env_file"),
+    DROP_IN: ("unit",),
+}
+
+
+def unit_name(table: Table, key: str, *, template: bool = False) -> str | None:
+    """A validated systemd service unit name (or template name) from `table[key]`."""
+    grammar = TEMPLATE_NAME if template else UNIT_NAME
+    shape = "NAME@.service" if template else "NAME.service or NAME@INSTANCE.service"
+    value = table.text(key, pattern=grammar, describe=f"a systemd unit name ({shape}, characters A-Za-z0-9:_.\\-)")
+    if value is not None and len(value) > UNIT_NAME_MAX:
+        raise table.error(key, f"unit name longer than {UNIT_NAME_MAX} characters")
+    return value
+
+
+def base_url(table: Table, key: str) -> str:
+    """An http(s) base URL with a host and a valid port."""
+    value = table.text(key, required=True)
+    assert value is not None
+    problem = None
+    try:
+        parts = urlsplit(value)
+        port = parts.port
+    except ValueError as exc:  # bad port or bracketed host
+        problem = str(exc)
+    else:
+        if parts.scheme not in ("http", "https"):
+            problem = "expected an http:// or https:// URL"
+        elif not parts.hostname:
+            problem = "no host in URL"
+        elif port is None and ":" in parts.netloc.rsplit("]", 1)[-1]:
+            problem = "empty port in URL"
+        elif port is not None and not 1 <= port <= 65535:
+            problem = f"port {port} out of range 1-65535"
+        elif parts.query or parts.fragment or "@" in parts.netloc:
+            problem = "a base URL has no user, query or fragment"
+        elif any(ch.isspace() or ord(ch) < 32 for ch in value):
+            problem = "whitespace in URL"
+    if problem:
+        raise table.error(key, f"{problem}: {shown(value)}")
+    return value.rstrip("/")
+
+
+def local_file(table: Table, key: str, base_dir: Path) -> Path | None:
+    """A readable local file, relative paths taken from the config file's directory."""
+    value = table.text(key)
+    if value is None:
+        return None
+    if not value or "\x00" in value:
+        raise table.error(key, f"not a file path: {shown(value)}")
+    path = (base_dir / Path(value).expanduser()).resolve()
+    try:
+        with path.open("rb") as handle:
+            handle.read(1)
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise table.error(key, f"cannot read {shown(str(path))}: {reason}") from None
+    return path
+
+
+def parse_service(table: Table, name: str, base_dir: Path, *, sim_host: bool) -> ServiceConfig:
+    """One `[hosts.H.services.NAME]` table as a ServiceConfig."""
+    table.check_keys(SERVICE_KEYS)
+    engine = Engine(table.text("engine", required=True, choices=[e.value for e in Engine]))
+    url = base_url(table, "url")
+    mapping = table.text("mapping", choices=MAPPINGS) or _implied_mapping(table)
+    for key in ("unit", "template", "env_file"):
+        if table.has(key) and key not in _MAPPING_KEYS[mapping]:
+            raise table.error(key, f"not used with mapping = {mapping!r}")
+    for key in _MAPPING_KEYS[mapping]:
+        table.require(key, f" for mapping = {mapping!r}")
+    env_file = table.text("env_file", pattern=ABSOLUTE_PATH, describe="an absolute path on the host")
+    model_config = local_file(table, "model_config", base_dir)
+    if sim_host and model_config is None:
+        table.require("model_config", " on a sim host (the simulated engine loads it)")
+    service = ServiceConfig(
+        name=name,
+        engine=engine,
+        url=url,
+        mapping=mapping,
+        layouts=parse_layouts(table, engine, mapping),
+        unit=unit_name(table, "unit"),
+        template=unit_name(table, "template", template=True),
+        env_file=env_file,
+        env_var=table.text("env_var", "SERVE_CONSOLE_LAYOUT_ARGS", pattern=ENV_VAR_NAME, describe="a variable name"),
+        model_config=model_config,
+        mem_fraction=table.number("mem_fraction", above=0.0, maximum=1.0),
+        health_via=table.text("health_via", "direct", choices=HEALTH_VIA),
+        sudo=table.flag("sudo"),
+        line=table.line,
+    )
+    if sim_host and service.health_via != "direct":
+        raise table.error("health_via", "a sim host runs its engines locally: use \"direct\"")
+    return service
+
+
+def _implied_mapping(table: Table) -> str:
+    """The mapping when none is written: template if a template is named, env-file if a file is."""
+    if table.has("template"):
+        return TEMPLATE
+    if table.has("env_file"):
+        return ENV_FILE
+    return UNIT_PER_LAYOUT
+
+
+def parse_layouts(table: Table, engine: Engine, mapping: str) -> tuple[LayoutConfig, ...]:
+    """`layouts` as a list of strings or as [[...layouts]] tables, checked for duplicates."""
+    table.require("layouts")
+    items = table.data["layouts"]
+    if not isinstance(items, list) or not items:
+        raise table.error("layouts", "expected a non-empty array of layout strings or [[layouts]] tables")
+    layouts: list[LayoutConfig] = []
+    by_slug: dict[str, LayoutConfig] = {}
+    by_unit: dict[str, LayoutConfig] = {}
+    for index, item in enumerate(items):
+        if isinstance(item, str):
+            config = _string_layout(table, index, item, engine, mapping)
+        elif isinstance(item, dict):
+            config = _table_layout(Table(table.file, table.locator, table.path + ("layouts", index), item),
+                                   engine, mapping)
+        else:
+            raise table.error("layouts", f"layout {index + 1}: expected a string or a table, got {shown(item)}")
+        if not config.slug:
+            raise table.error("layouts", f"layout name {shown(config.name)} has no letters or digits",
+                              line=config.line)
+        if config.slug in by_slug:
+            raise table.error("layouts", f"duplicate layout {config.name!r} (same as {by_slug[config.slug].name!r})",
+                              line=config.line)
+        if config.unit is not None and config.unit in by_unit:
+            raise table.error("layouts", f"layout {config.name!r} reuses unit {config.unit!r} of "
+                              f"layout {by_unit[config.unit].name!r}", line=config.line)
+        by_slug[config.slug] = config
+        if config.unit is not None:
+            by_unit[config.unit] = config
+        layouts.append(config)
+    return tuple(layouts)
+
+
+def _string_layout(table: Table, index: int, text: str, engine: Engine, mapping: str) -> LayoutConfig:
+    line = table.locator.item_line(table.path + ("layouts",), text)
+    if mapping == UNIT_PER_LAYOUT:
+        raise table.error("layouts", f"layout {shown(text)}: mapping 'unit-per-layout' needs "
+                          "[[layouts]] tables, each with a unit", line=line)
+    layout = _checked(table, "layouts", text, engine, line)
+    return LayoutConfig(name=" ".join(text.split()), layout=layout, line=line)
+
+
+def _table_layout(table: Table, engine: Engine, mapping: str) -> LayoutConfig:
+    table.check_keys(LAYOUT_KEYS)
+    name = table.text("name")
+    args = table.text("args")
+    explicit = [key for key in PARALLEL_KEYS if table.has(key)]
+    if args is not None and explicit:
+        raise table.error(explicit[0], "give either args or tp/ep/pp/dp keys, not both")
+    if explicit:
+        sizes = {key: table.integer(key, 1, minimum=1, maximum=4096) for key in ("tp", "ep", "pp", "dp")}
+        parsed = Layout(**sizes, dp_attention=table.flag("dp_attention"))  # type: ignore[arg-type]
+        reason = check_layout(parsed, engine)
+        if reason:
+            raise table.error(explicit[0], reason)
+    elif args is not None:
+        parsed = _checked(table, "args", args, engine, table.locator.line(table.path + ("args",)))
+    elif name is not None:
+        parsed = _checked(table, "name", name, engine, table.locator.line(table.path + ("name",)))
+    else:
+        raise table.error(None, "a layout needs a name, tp/ep/pp/dp keys or args")
+    unit = unit_name(table, "unit")
+    if mapping == UNIT_PER_LAYOUT and unit is None:
+        table.require("unit", " for mapping = 'unit-per-layout'")
+    if mapping != UNIT_PER_LAYOUT and unit is not None:
+        raise table.error("unit", f"a layout's own unit is only for mapping = 'unit-per-layout', not {mapping!r}")
+    shown_name = " ".join(name.split()) if name is not None else parsed.name
+    return LayoutConfig(name=shown_name, layout=parsed, unit=unit, line=table.line)
+
+
+def _checked(table: Table, key: str, text: str, engine: Engine, line: int | None) -> Layout:
+    """parse_layout plus the engine's structural rules, as a ConfigError on `key`."""
+    try:
+        layout = parse_layout(text)
+    except LayoutError as exc:
+        raise table.error(key, str(exc), line=line) from None
+    reason = check_layout(layout, engine)
+    if reason:
+        raise table.error(key, f"{shown(text)}: {reason}", line=line)
+    return layout

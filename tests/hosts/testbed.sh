@@ -1,0 +1,429 @@
+#!/usr/bin/env bash
+# Real test hosts: systemd (PID 1), journald and sshd in systemd-nspawn containers, one network
+# namespace each, reachable by key. Recipe and traps: the project README, section "Test hosts".
+#
+#   tests/hosts/testbed.sh deps            install systemd-nspawn, mmdebstrap, ssh (apt, as root)
+#   tests/hosts/testbed.sh build           build the cached root fs (no-op when its inputs are unchanged)
+#   tests/hosts/testbed.sh up N            down, build if needed, boot tb1..tbN, wait for ssh
+#   tests/hosts/testbed.sh down            stop and remove every host (safe to run twice)
+#   tests/hosts/testbed.sh status          list the hosts and whether they answer ssh
+#   tests/hosts/testbed.sh stop NAME [--kill]   power off (or kill) one host; its disk stays
+#   tests/hosts/testbed.sh start NAME      boot a stopped host again and wait for ssh
+#
+# State lives in $SERVE_CONSOLE_TESTBED_DIR (default: REPO/.testbed): rootfs/ (the cache),
+# hosts/tbI/ (overlay upper/work/root, pid file, console log), id_ed25519, ssh_config, known_hosts,
+# hosts.json. Host i: netns tbI, veth tbI-h (10.231.I.1/30) <-> eth0 in the container (10.231.I.2/30).
+set -euo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+REPO=$(cd "$HERE/../.." && pwd)
+TB=${SERVE_CONSOLE_TESTBED_DIR:-$REPO/.testbed}
+ROOTFS=$TB/rootfs
+CG_HIERARCHIES=(systemd unified)
+PACKAGES=systemd,systemd-sysv,dbus,openssh-server,python3,python3-aiohttp,iproute2,procps,curl,sudo,util-linux
+SUITE=${SERVE_CONSOLE_TESTBED_SUITE:-$( (. /etc/os-release && echo "${VERSION_CODENAME:-}") 2>/dev/null || true)}
+SUITE=${SUITE:-bookworm}
+SSH_WAIT_S=${SERVE_CONSOLE_TESTBED_SSH_WAIT_S:-60}
+GPU_NAME="NVIDIA RTX PRO 6000 Blackwell Server Edition"
+GPU_COUNT=8
+GPU_TOTAL_MIB=97887
+
+log() { printf 'testbed: %s\n' "$*" >&2; }
+die() { log "error: $*"; exit 1; }
+need_root() { [ "$(id -u)" = 0 ] || die "must run as root (overlay mounts, netns, nspawn)"; }
+
+# ---------------------------------------------------------------- deps and build
+
+cmd_deps() {
+    need_root
+    local missing=()
+    command -v systemd-nspawn >/dev/null || missing+=(systemd-container)
+    command -v mmdebstrap >/dev/null || missing+=(mmdebstrap)
+    command -v ssh >/dev/null || missing+=(openssh-client)
+    command -v ip >/dev/null || missing+=(iproute2)
+    [ ${#missing[@]} = 0 ] && { log "deps present"; return; }
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+# The mirror the machine itself uses: first URIs: of debian.sources, else first deb line.
+apt_mirror() {
+    local m=""
+    if [ -f /etc/apt/sources.list.d/debian.sources ]; then
+        m=$(awk '/^URIs:/ {print $2; exit}' /etc/apt/sources.list.d/debian.sources)
+    fi
+    if [ -z "$m" ] && [ -f /etc/apt/sources.list ]; then
+        m=$(awk '$1 == "deb" {for (i = 2; i <= NF; i++) if ($i ~ /:\/\//) {print $i; exit}}' /etc/apt/sources.list)
+    fi
+    [ -n "$m" ] || die "no apt mirror found in /etc/apt/sources.list.d/debian.sources or /etc/apt/sources.list"
+    echo "$m"
+}
+
+# Everything the image depends on; a change in any of it rebuilds the cache.
+build_key() {
+    {
+        echo "$SUITE $PACKAGES"
+        declare -f customize_rootfs
+        cat "$HERE"/image/*
+    } | sha256sum | cut -d' ' -f1
+}
+
+customize_rootfs() {
+    local root=$1
+    local unit
+    for unit in getty@tty1.service console-getty.service e2scrub_reap.service systemd-pstore.service \
+        apt-daily.timer apt-daily-upgrade.timer dpkg-db-backup.timer fstrim.timer e2scrub_all.timer; do
+        ln -sf /dev/null "$root/etc/systemd/system/$unit"
+    done
+    install -m 644 "$HERE/image/sshd-testbed.conf" "$root/etc/ssh/sshd_config.d/testbed.conf"
+    mkdir -p "$root/etc/systemd/journald.conf.d"
+    install -m 644 "$HERE/image/journald-testbed.conf" "$root/etc/systemd/journald.conf.d/testbed.conf"
+    install -m 440 "$HERE/image/sudoers-testbed" "$root/etc/sudoers.d/testbed"
+    # Debian already has a group "operator"; reuse a same-named group where one exists.
+    local user groups
+    for user in operator:sudo,systemd-journal deploy:systemd-journal; do
+        groups=${user#*:}
+        user=${user%%:*}
+        if grep -q "^$user:" "$root/etc/group"; then
+            chroot "$root" /usr/sbin/useradd -m -s /bin/bash -g "$user" -G "$groups" "$user"
+        else
+            chroot "$root" /usr/sbin/useradd -m -s /bin/bash -U -G "$groups" "$user"
+        fi
+    done
+    # "*" (no usable password) instead of useradd's "!" (locked), which sshd may refuse for keys.
+    chroot "$root" /usr/sbin/usermod -p '*' operator
+    chroot "$root" /usr/sbin/usermod -p '*' deploy
+    local home
+    for home in root home/operator home/deploy; do
+        mkdir -p "$root/$home/.ssh" && chmod 700 "$root/$home/.ssh"
+    done
+    chroot "$root" chown operator:operator /home/operator/.ssh
+    chroot "$root" chown deploy:deploy /home/deploy/.ssh
+    rm -f "$root"/etc/ssh/ssh_host_*
+    : >"$root/etc/machine-id"
+    mkdir -p "$root/var/log/journal"
+    rm -rf "$root"/var/cache/apt/archives/*.deb "$root"/var/lib/apt/lists/*
+}
+
+cmd_build() {
+    need_root
+    command -v mmdebstrap >/dev/null || die "mmdebstrap missing: run '$0 deps'"
+    local key
+    key=$(build_key)
+    if [ -f "$ROOTFS/.testbed-key" ] && [ "$(cat "$ROOTFS/.testbed-key")" = "$key" ]; then
+        log "root fs up to date ($ROOTFS)"
+        return
+    fi
+    if compgen -G "$TB/hosts/tb*" >/dev/null; then
+        die "hosts are using the old root fs: run '$0 down' first"
+    fi
+    local mirror tmp start=$SECONDS
+    mirror=$(apt_mirror)
+    tmp=$TB/rootfs.new
+    rm -rf "$tmp"
+    mkdir -p "$TB"
+    log "building root fs ($SUITE from $mirror) ..."
+    mmdebstrap --quiet --variant=minbase --include="$PACKAGES" "$SUITE" "$tmp" "$mirror"
+    customize_rootfs "$tmp"
+    echo "$key" >"$tmp/.testbed-key"
+    rm -rf "$ROOTFS"
+    mv "$tmp" "$ROOTFS"
+    log "root fs built in $((SECONDS - start)) s ($(du -sh "$ROOTFS" | cut -f1))"
+}
+
+# ---------------------------------------------------------------- one host
+
+host_dir() { echo "$TB/hosts/tb$1"; }
+
+ensure_client_key() {
+    [ -f "$TB/id_ed25519" ] || ssh-keygen -q -t ed25519 -N '' -C serve-console-testbed -f "$TB/id_ed25519"
+}
+
+model_config() {
+    local f
+    for f in "$REPO/tests/models/moonshotai--Kimi-K2.6.json" "$REPO/tests/models/kimi-k2.6.json" \
+        /work/shared/models/moonshotai--Kimi-K2.6.json; do
+        [ -f "$f" ] && { echo "$f"; return; }
+    done
+    die "Kimi K2.6 config.json not found (tests/models/moonshotai--Kimi-K2.6.json)"
+}
+
+# The GPU inventory, through the sim's own ensure_inventory when it is there.
+write_inventory() {
+    local ledger=$1
+    mkdir -p "$ledger"
+    if [ -f "$REPO/console/sim/ledger.py" ] &&
+        PYTHONPATH=$REPO python3 -c 'import sys; from console.sim.ledger import ensure_inventory
+ensure_inventory(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4])' \
+            "$ledger" "$GPU_COUNT" "$GPU_TOTAL_MIB" "$GPU_NAME" 2>"$ledger/../inventory.err"; then
+        rm -f "$ledger/../inventory.err"
+        return
+    fi
+    python3 - "$ledger" "$GPU_COUNT" "$GPU_TOTAL_MIB" "$GPU_NAME" <<'EOF'
+import json, sys, uuid
+ledger, count, total, name = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+buses = [0x18, 0x2A, 0x3A, 0x5D, 0x9A, 0xAB, 0xBA, 0xDB]
+gpus = [{"index": i, "uuid": f"GPU-{uuid.uuid4()}", "name": name, "total_mib": total,
+         "pci_bus_id": f"00000000:{buses[i % 8] + i // 8:02X}:00.0"} for i in range(count)]
+with open(f"{ledger}/gpus.json", "w") as f:
+    json.dump({"gpus": gpus}, f, indent=1)
+EOF
+}
+
+# Mount host i's overlay and write everything that makes it host i with this tree's code.
+prepare_host() {
+    local i=$1 d root
+    d=$(host_dir "$i")
+    root=$d/root
+    mkdir -p "$d/upper" "$d/work" "$root"
+    mount -t overlay overlay -o "lowerdir=$ROOTFS,upperdir=$d/upper,workdir=$d/work" "$root"
+    systemd-id128 new >"$root/etc/machine-id"
+    echo "tb$i" >"$root/etc/hostname"
+    printf '127.0.0.1 localhost\n127.0.1.1 tb%s\n' "$i" >"$root/etc/hosts"
+    ssh-keygen -q -t ed25519 -N '' -C "root@tb$i" -f "$root/etc/ssh/ssh_host_ed25519_key"
+    local home owner
+    for home in root:0 home/operator:operator home/deploy:deploy; do
+        owner=${home#*:}
+        home=${home%%:*}
+        install -m 600 "$TB/id_ed25519.pub" "$root/$home/.ssh/authorized_keys"
+        [ "$owner" = 0 ] || chown --reference="$root/$home/.ssh" "$root/$home/.ssh/authorized_keys"
+    done
+    # The project's code, fresh from the working tree.
+    mkdir -p "$root/opt/serve-console"
+    tar -C "$REPO" --exclude=__pycache__ -cf - console | tar -C "$root/opt/serve-console" -xf -
+    install -m 755 "$HERE/nvidia-smi" "$root/usr/local/bin/nvidia-smi"
+    install -D -m 644 "$HERE/noisy.py" "$root/usr/local/lib/serve-console-testbed/noisy.py"
+    install -m 644 "$HERE"/units/*.service "$root/etc/systemd/system/"
+    install -D -m 644 -t "$root/etc/serve-console/layouts" "$HERE"/layouts/*.env
+    install -D -m 644 "$(model_config)" "$root/opt/models/kimi-k2.6/config.json"
+    write_inventory "$root/var/lib/serve-console-sim/ledger"
+}
+
+setup_net() {
+    local i=$1
+    ip netns add "tb$i"
+    ip link add "tb$i-h" type veth peer name eth0 netns "tb$i"
+    ip addr add "10.231.$i.1/30" dev "tb$i-h"
+    ip link set "tb$i-h" up
+    ip -n "tb$i" link set lo up
+    ip -n "tb$i" addr add "10.231.$i.2/30" dev eth0
+    ip -n "tb$i" link set eth0 up
+}
+
+# Boot host i in its own cgroups (two containers sharing one collide on teardown).
+launch_host() {
+    local i=$1 d h
+    d=$(host_dir "$i")
+    for h in "${CG_HIERARCHIES[@]}"; do mkdir -p "/sys/fs/cgroup/$h/testbed/tb$i"; done
+    rm -f "$d/pid"
+    setsid bash -c '
+        echo $$ >"$1/pid"
+        echo $$ >"/sys/fs/cgroup/systemd/testbed/tb$2/cgroup.procs"
+        echo $$ >"/sys/fs/cgroup/unified/testbed/tb$2/cgroup.procs"
+        SYSTEMD_NSPAWN_UNIFIED_HIERARCHY=1 exec systemd-nspawn -q -D "$1/root" --boot --register=no \
+            --keep-unit --machine="tb$2" --link-journal=no --network-namespace-path="/run/netns/tb$2" \
+            --console=read-only' launch "$d" "$i" </dev/null >>"$d/console.log" 2>&1 &
+}
+
+wait_ssh() {
+    local deadline=$((SECONDS + SSH_WAIT_S)) name
+    local pending=("$@")
+    while [ ${#pending[@]} -gt 0 ]; do
+        local left=()
+        for name in "${pending[@]}"; do
+            ssh -n -F "$TB/ssh_config" -o ConnectTimeout=1 "$name" true 2>/dev/null || left+=("$name")
+        done
+        pending=("${left[@]+"${left[@]}"}")
+        [ ${#pending[@]} = 0 ] && break
+        if [ $SECONDS -ge $deadline ]; then
+            for name in "${pending[@]}"; do tail -n 20 "$TB/hosts/$name/console.log" >&2 || true; done
+            die "no ssh answer within ${SSH_WAIT_S} s from: ${pending[*]}"
+        fi
+        sleep 0.1
+    done
+}
+
+write_client_files() {
+    local n=$1 i pub
+    : >"$TB/known_hosts"
+    {
+        for i in $(seq 1 "$n"); do
+            printf 'Host tb%s\n  HostName 10.231.%s.2\n  User root\n  IdentityFile %s\n' "$i" "$i" "$TB/id_ed25519"
+            printf '  IdentitiesOnly yes\n  UserKnownHostsFile %s\n  StrictHostKeyChecking yes\n' "$TB/known_hosts"
+            printf '  BatchMode yes\n  ConnectTimeout 5\n  LogLevel ERROR\n\n'
+        done
+    } >"$TB/ssh_config"
+    for i in $(seq 1 "$n"); do
+        pub=$(cut -d' ' -f1,2 "$(host_dir "$i")/root/etc/ssh/ssh_host_ed25519_key.pub")
+        echo "tb$i,10.231.$i.2 $pub" >>"$TB/known_hosts"
+    done
+    python3 - "$TB" "$n" <<'EOF'
+import json, sys
+tb, n = sys.argv[1], int(sys.argv[2])
+hosts = [{"name": f"tb{i}", "address": f"10.231.{i}.2", "machine_address": f"10.231.{i}.1",
+          "netns": f"tb{i}", "veth": f"tb{i}-h", "root": f"{tb}/hosts/tb{i}/root",
+          "pid_file": f"{tb}/hosts/tb{i}/pid", "console_log": f"{tb}/hosts/tb{i}/console.log"}
+         for i in range(1, n + 1)]
+doc = {"hosts": hosts, "ssh_config": f"{tb}/ssh_config", "known_hosts": f"{tb}/known_hosts",
+       "identity": f"{tb}/id_ed25519", "users": ["root", "operator", "deploy"]}
+with open(f"{tb}/hosts.json", "w") as f:
+    json.dump(doc, f, indent=1)
+EOF
+}
+
+# ---------------------------------------------------------------- up, down, status
+
+cmd_up() {
+    need_root
+    local n=${1:-}
+    [[ "$n" =~ ^[0-9]+$ ]] && [ "$n" -ge 1 ] && [ "$n" -le 250 ] || die "usage: $0 up N (1..250)"
+    command -v systemd-nspawn >/dev/null || die "systemd-nspawn missing: run '$0 deps'"
+    local start=$SECONDS i
+    cmd_down
+    cmd_build
+    mkdir -p "$TB/hosts"
+    ensure_client_key
+    for i in $(seq 1 "$n"); do prepare_host "$i" & done
+    wait_all "preparing hosts"
+    for i in $(seq 1 "$n"); do setup_net "$i"; done
+    write_client_files "$n"
+    for i in $(seq 1 "$n"); do launch_host "$i"; done
+    local names=()
+    for i in $(seq 1 "$n"); do names+=("tb$i"); done
+    wait_ssh "${names[@]}"
+    log "$n host(s) up in $((SECONDS - start)) s; ssh -F $TB/ssh_config tb1"
+}
+
+# Wait for every background job; fail if any failed.
+wait_all() {
+    local pid failed=0
+    for pid in $(jobs -p); do wait "$pid" || failed=1; done
+    [ $failed = 0 ] || die "$1 failed"
+}
+
+nspawn_pid() {
+    local f pid
+    f="$(host_dir "$1")/pid"
+    [ -f "$f" ] || return 1
+    pid=$(cat "$f")
+    [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null && [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = systemd-nspawn ] || return 1
+    echo "$pid"
+}
+
+cgroup_pids() {
+    local h
+    for h in "${CG_HIERARCHIES[@]}"; do
+        [ -d "/sys/fs/cgroup/$h/testbed/$1" ] || continue
+        find "/sys/fs/cgroup/$h/testbed/$1" -name cgroup.procs -exec cat {} + 2>/dev/null
+    done
+}
+
+# Kill whatever is left in host NAME's cgroups and remove them.
+clean_cgroups() {
+    local name=$1 tries pids h
+    for tries in $(seq 1 50); do
+        pids=$(cgroup_pids "$name" | sort -u)
+        [ -z "$pids" ] && break
+        # shellcheck disable=SC2086
+        kill -KILL $pids 2>/dev/null || true
+        sleep 0.1
+    done
+    for h in "${CG_HIERARCHIES[@]}"; do
+        [ -d "/sys/fs/cgroup/$h/testbed/$name" ] &&
+            find "/sys/fs/cgroup/$h/testbed/$name" -depth -type d -exec rmdir {} + 2>/dev/null
+    done
+    return 0
+}
+
+# Power off hosts (SIGTERM to nspawn), SIGKILL after a grace period, then clear their cgroups.
+stop_hosts() {
+    local sig=$1 grace=$2
+    shift 2
+    local name pids=() pid deadline
+    for name in "$@"; do
+        pid=$(nspawn_pid "${name#tb}") || continue
+        kill "-$sig" "$pid" 2>/dev/null || true
+        pids+=("$pid")
+    done
+    deadline=$((SECONDS + grace))
+    for pid in "${pids[@]+"${pids[@]}"}"; do
+        while kill -0 "$pid" 2>/dev/null && [ $SECONDS -lt $deadline ]; do sleep 0.1; done
+        kill -KILL "$pid" 2>/dev/null || true
+    done
+    for name in "$@"; do clean_cgroups "$name"; done
+}
+
+# Every host we may have left behind: host dirs, namespaces, cgroups.
+known_hosts_names() {
+    {
+        [ -d "$TB/hosts" ] && find "$TB/hosts" -mindepth 1 -maxdepth 1 -name 'tb*' -printf '%f\n'
+        ip netns list 2>/dev/null | awk '$1 ~ /^tb[0-9]+$/ {print $1}'
+        for h in "${CG_HIERARCHIES[@]}"; do
+            [ -d "/sys/fs/cgroup/$h/testbed" ] &&
+                find "/sys/fs/cgroup/$h/testbed" -mindepth 1 -maxdepth 1 -name 'tb*' -printf '%f\n'
+        done
+    } | grep -E '^tb[0-9]+$' | sort -u
+    return 0
+}
+
+cmd_down() {
+    need_root
+    local start=$SECONDS name names root h
+    mapfile -t names < <(known_hosts_names)
+    if [ ${#names[@]} -gt 0 ]; then
+        stop_hosts TERM 5 "${names[@]}"
+        for name in "${names[@]}"; do
+            root=$TB/hosts/$name/root
+            if mountpoint -q "$root" 2>/dev/null; then
+                umount "$root" 2>/dev/null || umount -l "$root"
+            fi
+            ip netns del "$name" 2>/dev/null || true
+            ip link del "$name-h" 2>/dev/null || true
+            rm -rf "/run/systemd/nspawn/propagate/$name" "${TB:?}/hosts/$name"
+        done
+        log "down: removed ${names[*]} in $((SECONDS - start)) s"
+    fi
+    for h in "${CG_HIERARCHIES[@]}"; do rmdir "/sys/fs/cgroup/$h/testbed" 2>/dev/null || true; done
+    rm -f "$TB/ssh_config" "$TB/known_hosts" "$TB/hosts.json"
+}
+
+cmd_status() {
+    local name any=0
+    while read -r name; do
+        any=1
+        local state=stopped answer=no
+        nspawn_pid "${name#tb}" >/dev/null && state=running
+        [ -f "$TB/ssh_config" ] && ssh -n -F "$TB/ssh_config" -o ConnectTimeout=1 "$name" true 2>/dev/null && answer=yes
+        printf '%-6s %-12s %-8s ssh=%s\n' "$name" "10.231.${name#tb}.2" "$state" "$answer"
+    done < <(known_hosts_names)
+    [ $any = 1 ] || echo "no test hosts"
+}
+
+cmd_stop() {
+    need_root
+    local name=${1:-} sig=TERM
+    [[ "$name" =~ ^tb[0-9]+$ ]] && [ -d "$TB/hosts/$name" ] || die "usage: $0 stop tbI [--kill] (no such host: $name)"
+    [ "${2:-}" = --kill ] && sig=KILL
+    stop_hosts "$sig" 10 "$name"
+}
+
+cmd_start() {
+    need_root
+    local name=${1:-}
+    [[ "$name" =~ ^tb[0-9]+$ ]] && mountpoint -q "$TB/hosts/$name/root" || die "usage: $0 start tbI (no such host: $name)"
+    nspawn_pid "${name#tb}" >/dev/null && die "$name is already running"
+    clean_cgroups "$name"
+    launch_host "${name#tb}"
+    wait_ssh "$name"
+}
+
+case ${1:-} in
+deps) cmd_deps ;;
+build) cmd_build ;;
+up) cmd_up "${2:-}" ;;
+down) cmd_down ;;
+status) cmd_status ;;
+stop) cmd_stop "${2:-}" "${3:-}" ;;
+start) cmd_start "${2:-}" ;;
+*) die "usage: $0 deps | build | up N | down | status | stop NAME [--kill] | start NAME" ;;
+esac

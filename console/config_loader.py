@@ -17,7 +17,7 @@ except ModuleNotFoundError:  # Python 3.11+ ships the same parser as tomllib
 
 from console.config import ConsoleConfig, HostConfig, SimConfig, UiConfig
 from console.config_fields import KeyLocator, Table, shown
-from console.config_services import parse_service
+from console.config_services import DISPLAY_TEXT, parse_service
 from console.errors import ConfigError
 
 CONFIG_NAME = "hosts.toml"
@@ -37,7 +37,6 @@ USER = re.compile(r"[A-Za-z0-9_.][A-Za-z0-9_.-]{0,63}")
 THEME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
 ACTION_ID = re.compile(r"[A-Za-z0-9_.:-]+")
 KEY_SPEC = re.compile(r"[^\s\x00-\x1f\x7f]+")
-DISPLAY_TEXT = re.compile(r"[^\x00-\x1f\x7f]+")
 
 
 def demo_config_path() -> Path:

@@ -35,6 +35,9 @@ _UNIT_CHARS = r"[A-Za-z0-9:_.\\-]"
 UNIT_NAME = re.compile(rf"(?!-){_UNIT_CHARS}+(?:@{_UNIT_CHARS}+)?\.service")
 TEMPLATE_NAME = re.compile(rf"(?!-){_UNIT_CHARS}+@\.service")
 UNIT_NAME_MAX = 255
+LAYOUT_NAME_MAX = 80
+# Names end up on the operator's terminal: no control characters (escape sequences) in them.
+DISPLAY_TEXT = re.compile(r"[^\x00-\x1f\x7f]+")
 ENV_VAR_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # An absolute POSIX path on the GPU host, one line, no NUL.
 ABSOLUTE_PATH = re.compile(r"/[^\x00-\x1f\x7f]*")
@@ -165,6 +168,9 @@ def parse_layouts(table: Table, engine: Engine, mapping: str) -> tuple[LayoutCon
                                    engine, mapping)
         else:
             raise table.error("layouts", f"layout {index + 1}: expected a string or a table, got {shown(item)}")
+        if len(config.name) > LAYOUT_NAME_MAX or not DISPLAY_TEXT.fullmatch(config.name):
+            raise table.error("layouts", f"layout name {shown(config.name)} must be one line of at most "
+                              f"{LAYOUT_NAME_MAX} printable characters", line=config.line)
         if not config.slug:
             raise table.error("layouts", f"layout name {shown(config.name)} has no letters or digits",
                               line=config.line)

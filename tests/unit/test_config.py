@@ -214,6 +214,9 @@ BROKEN = {
     "layout-nameless": ('[hosts.h.services.s]\nengine = "vllm"\nurl = "http://h:1"\ntemplate = "v@.service"\n'
                         '[[hosts.h.services.s.layouts]] #<\nunit = "v.service"\n',
                         "hosts.h.services.s.layouts[0]: a layout needs a name"),
+    "layout-name-escape": ('[hosts.h.services.s]\nengine = "vllm"\nurl = "http://h:1"\ntemplate = "v@.service"\n'
+                           '[[hosts.h.services.s.layouts]] #<\nname = "fast\\u001b[31m"\ntp = 2\n',
+                           "hosts.h.services.s.layouts: layout name 'fast\\x1b[31m' must be one line"),
     "duplicate-layout": (SERVICE.replace('["TP8"]', '[\n  "TP8",\n  "tp8",  #<\n]'), "hosts.h.services.s.layouts: duplicate layout 'tp8' (same as 'TP8')"),
     "duplicate-unit": ('[hosts.h.services.s]\nengine = "vllm"\nurl = "http://h:1"\n[[hosts.h.services.s.layouts]]\nname = "TP1"\nunit = "v.service"\n'
                        '[[hosts.h.services.s.layouts]] #<\nname = "TP2"\nunit = "v.service"\n',
@@ -304,3 +307,29 @@ def test_locator_finds_keys_tables_and_array_elements() -> None:
     assert locator.line(("nowhere",)) is None
     assert locator.item_line(("hosts", "h", "services", "s", "layouts"), "EP8") == 14
     assert dotted(("hosts", "a b", "layouts", 2, "unit")) == 'hosts."a b".layouts[2].unit'
+
+
+def test_commented_real_host_blocks_of_the_example_are_valid(tmp_path: Path) -> None:
+    """Uncommenting the example's real-host blocks gives a loadable file with every mapping."""
+    text = (REPO / "hosts.toml").read_text()
+    head, marker, tail = text.partition("# --- A real GPU host")
+    assert marker, "the example lost its real-host section"
+    uncommented = []
+    for line in (marker + tail).splitlines():
+        if line.startswith("# ---") or line.startswith("# # ") or line.strip() == "#":
+            uncommented.append("")
+        else:
+            uncommented.append(line.removeprefix("# "))
+    for folder in ("console/sim/models", "models/kimi-k2.6"):
+        (tmp_path / folder).mkdir(parents=True)
+    (tmp_path / "console/sim/models" / KIMI.name).write_bytes(KIMI.read_bytes())
+    (tmp_path / "models/kimi-k2.6/config.json").write_bytes(KIMI.read_bytes())
+    (tmp_path / "hosts.toml").write_text(head + "\n".join(uncommented) + "\n")
+    config = load_config(tmp_path / "hosts.toml")
+    assert [h.name for h in config.hosts] == ["demo", "gpu-node-1", "gpu-node-2", "gpu-node-3"]
+    mappings = {s.mapping for h in config.hosts for s in h.services}
+    assert mappings == {UNIT_PER_LAYOUT, TEMPLATE, ENV_FILE, DROP_IN}
+    seed = config.host("gpu-node-1").service("kimi-k2.6")
+    assert seed.unit_for(seed.layout("TP4 EP2")) == "sglang-k26-tp4ep2.service"
+    assert (seed.health_via, seed.sudo) == ("ssh", True)
+    assert config.host("gpu-node-3").service("qwen3-30b").engine == Engine.VLLM

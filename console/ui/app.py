@@ -1,0 +1,188 @@
+"""The console App: built from hosts handed in by the caller (the backend seam), one screen per host.
+
+Tests build it from simulated hosts; `serve-console` builds it from hosts.toml; `--demo` from the
+packaged demo cluster. The App itself never opens a connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable, Sequence
+
+from textual import work
+from textual.app import App
+from textual.binding import Binding
+
+from console.config import ConsoleConfig, UiConfig
+from console.hosts.base import Host
+from console.ops.audit import AuditLog
+from console.ui.commands_palette import ConsoleCommands
+from console.ui.keys import BY_ID, bindings, validate_keymap
+from console.ui.themes import load_themes
+
+#: The layout `--demo` brings up first when nothing runs, as in the seed's story.
+DEMO_FIRST_LAYOUT = "EP8"
+
+
+class ConsoleApp(App[None]):
+    """serve-console: fleet overview, a screen per host, switches with live triage."""
+
+    TITLE = "serve-console"
+    CSS_PATH = "console.tcss"
+    BINDINGS: list[Binding] = bindings("app")  # type: ignore[assignment]
+    COMMANDS = App.COMMANDS | {ConsoleCommands}
+    ENABLE_COMMAND_PALETTE = True
+
+    def __init__(
+        self,
+        hosts: Sequence[Host],
+        *,
+        config: ConsoleConfig,
+        readonly: bool = False,
+        theme: str | None = None,
+        audit: AuditLog | None = None,
+        clock: Callable[[], float] = time.time,
+        auto_open: bool = True,
+        demo_start: bool = False,
+        stop_started_units: bool = False,
+    ) -> None:
+        """Args:
+            hosts: the hosts to show, already built (real, simulated, or fixed-data for tests).
+            config: the loaded config (its `ui` table sets line cap, refresh, theme, keys).
+            readonly: hide and refuse every action that changes a host.
+            theme: theme name overriding the config's.
+            audit: the switch audit log (history, last ready layout); None keeps no history.
+            clock: wall clock for data ages; tests pass a frozen one.
+            auto_open: with a single host, open its screen straight away.
+            demo_start: bring the demo's first layout up when nothing runs (the story's first act).
+            stop_started_units: on exit, stop every unit that runs now but did not at start (the demo).
+        """
+        super().__init__()
+        self.hosts = {h.name: h for h in hosts}
+        self.config = config
+        self.ui_config: UiConfig = config.ui
+        self.readonly = readonly or config.ui.readonly
+        self.clock = clock
+        self.audit = audit
+        self.auto_open = auto_open
+        self.theme_names: list[str] = []
+        self._wanted_theme = theme or config.ui.theme
+        self.keymap_problems: list[str] = []
+        self.sub_title = "read-only" if self.readonly else ""
+        self.demo_start = demo_start
+        self.stop_started_units = stop_started_units
+        self._units_at_start: set[tuple[str, str]] | None = None
+
+    def get_default_screen(self):
+        from console.ui.screens.fleet import FleetScreen
+
+        return FleetScreen()
+
+    def on_mount(self) -> None:
+        self._install_themes()
+        keymap, self.keymap_problems = validate_keymap(self.ui_config.keys)
+        self.set_keymap(keymap)
+        for problem in self.keymap_problems:
+            self.notify(problem, severity="warning")
+        if self.auto_open and len(self.hosts) == 1:
+            self.open_host(next(iter(self.hosts)))
+        if self.stop_started_units or self.demo_start:
+            self._note_running_units()
+
+    @work(exclusive=True, group="app-start", exit_on_error=False)
+    async def _note_running_units(self) -> None:
+        from console.ui.command import running_units
+
+        self._units_at_start = await running_units(self.hosts.values())
+        if self.demo_start and not self._units_at_start and len(self.hosts) == 1:
+            screen = self.host_screen(next(iter(self.hosts)))
+            for _ in range(100):  # the screen was pushed in on_mount; wait until it is composed
+                if screen is None or screen.is_mounted:
+                    break
+                await asyncio.sleep(0.05)
+            layout = screen.service.layout(DEMO_FIRST_LAYOUT) if screen is not None else None
+            if screen is not None and layout is not None:
+                screen.start_switch(layout.name, False)
+
+    async def on_unmount(self) -> None:
+        """Stop what the demo started (no orphan engines), then close every host."""
+        from console.ui.command import running_units
+
+        if self.stop_started_units and self._units_at_start is not None:
+            with contextlib.suppress(Exception):
+                now = await running_units(self.hosts.values())
+                for host_name, unit in sorted(now - self._units_at_start):
+                    with contextlib.suppress(Exception):
+                        await asyncio.wait_for(self.hosts[host_name].services.stop(unit), timeout=15)
+        for host in self.hosts.values():
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(host.close(), timeout=5)
+
+    def _install_themes(self) -> None:
+        try:
+            themes = load_themes()
+        except Exception as exc:  # a broken theme file is a notification, not a crash
+            self.notify(str(exc), severity="error")
+            themes = {}
+        for theme in themes.values():
+            self.register_theme(theme)
+        self.theme_names = list(themes)
+        self.set_theme(self._wanted_theme)
+
+    def set_theme(self, name: str) -> None:
+        """Switch to a theme file by name; an unknown name is a notification."""
+        if name in self.theme_names:
+            self.theme = name
+        elif self.theme_names:
+            self.notify(f"unknown theme {name!r}; have {', '.join(self.theme_names)}", severity="warning")
+            self.theme = self.theme_names[0]
+
+    # -- navigation ----------------------------------------------------------------------------------
+    def open_host(self, name: str) -> None:
+        """Show a host's screen (installed once, so its switch keeps running while you look elsewhere)."""
+        from console.ui.screens.host import HostScreen
+
+        if name not in self.hosts:
+            self.notify(f"no host {name!r}", severity="error")
+            return
+        screen_name = f"host:{name}"
+        if not self.is_screen_installed(screen_name):
+            self.install_screen(HostScreen(self.hosts[name]), name=screen_name)
+        while len(self.screen_stack) > 1:
+            self.pop_screen()
+        self.push_screen(screen_name)
+
+    def host_screen(self, name: str):
+        """The host's screen if it was opened."""
+        screen_name = f"host:{name}"
+        return self.get_screen(screen_name) if self.is_screen_installed(screen_name) else None
+
+    # -- app actions (from the registry) -------------------------------------------------------------
+    def action_help(self) -> None:
+        from console.ui.screens.help import HelpScreen
+
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen())
+
+    def action_next_theme(self) -> None:
+        if not self.theme_names:
+            return
+        i = self.theme_names.index(self.theme) if self.theme in self.theme_names else -1
+        self.set_theme(self.theme_names[(i + 1) % len(self.theme_names)])
+        self.notify(f"theme {self.theme}", timeout=2)
+
+    def action_fleet(self) -> None:
+        while len(self.screen_stack) > 1:
+            self.pop_screen()
+
+    def refuse_readonly(self, what: str) -> bool:
+        """True (and a notification) when read-only mode forbids `what`."""
+        if self.readonly:
+            self.notify(f"read-only: {what} refused", severity="warning")
+            return True
+        return False
+
+    def action_description(self, action_id: str) -> str:
+        return BY_ID[action_id].tooltip

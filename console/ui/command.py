@@ -1,0 +1,52 @@
+"""The `tui` subcommand (the default): `serve-console [--demo] [--readonly] [--theme T]`."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser("tui", help="open the console (the default when no command is given)")
+    parser.add_argument("--demo", action="store_true",
+                        help="open it on the packaged simulated cluster (stops the units it started on exit)")
+    parser.add_argument("--readonly", action="store_true", help="hide and refuse every action that changes a host")
+    parser.add_argument("--theme", metavar="NAME", help="colour theme from themes/ (dark, light, high-contrast)")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from console.config_loader import demo_config_path, load_config
+    from console.errors import UsageError
+    from console.hosts.factory import open_hosts
+    from console.ui.themes import theme_names
+
+    config = load_config(demo_config_path() if args.demo else args.config)
+    if args.theme and args.theme not in theme_names():
+        raise UsageError(f"unknown theme {args.theme!r}; choose from {', '.join(theme_names())}")
+    if not config.hosts:
+        raise UsageError(f"{config.path}: no hosts configured")
+    hosts = open_hosts(config)
+    from console.ops.audit import open_audit
+    from console.ui.app import ConsoleApp
+
+    app = ConsoleApp(hosts, config=config, readonly=args.readonly, theme=args.theme, audit=open_audit(),
+                     demo_start=args.demo and os.environ.get("SERVE_CONSOLE_DEMO_NO_START") != "1",
+                     stop_started_units=args.demo)
+    app.run()
+    return app.return_code or 0
+
+
+async def running_units(hosts) -> set[tuple[str, str]]:
+    """(host, unit) of every configured unit that runs now."""
+    out: set[tuple[str, str]] = set()
+    for host in hosts:
+        for service in host.config.services:
+            for unit in service.all_units():
+                with contextlib.suppress(Exception):
+                    state = await asyncio.wait_for(host.services.state(unit), timeout=5)
+                    if state.is_running:
+                        out.add((host.name, unit))
+    return out

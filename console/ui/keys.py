@@ -1,0 +1,130 @@
+"""The one action registry: every key binding, palette command and help line comes from here.
+
+Each action has a stable id (what `[console.keys]` in hosts.toml remaps), a default key, a short
+description for the footer and a tooltip for the help screen and the palette. Actions that change a
+host are marked, so `--readonly` hides and refuses all of them in one place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from textual.binding import Binding
+
+
+@dataclass(frozen=True, slots=True)
+class UiAction:
+    """One thing the operator can do."""
+
+    id: str
+    """Stable id, used in config to remap the key (`journal.next_finding = "j"`)."""
+    key: str
+    """Default key(s), comma separated as Textual spells them."""
+    action: str
+    """The Textual action the key runs, on the widget or screen named by `scope`."""
+    description: str
+    """Footer label."""
+    tooltip: str
+    """One sentence for the help screen, the palette and the footer tooltip."""
+    scope: str
+    """Where it works: app, fleet, host, journal, picker, confirm."""
+    changes_host: bool = False
+    """True when it starts, stops or switches something; hidden and refused under --readonly."""
+    show: bool = True
+    """Shown in the footer."""
+    palette: str | None = None
+    """The command palette's name for it (`service: restart`), or None to keep it out."""
+
+
+ACTIONS: tuple[UiAction, ...] = (
+    UiAction("app.quit", "q", "quit", "Quit", "Leave the console; the demo stops the units it started.", "app",
+             palette="app: quit"),
+    UiAction("app.help", "question_mark,f1", "help", "Help", "Show every key and what it does.", "app",
+             palette="app: help"),
+    UiAction("app.theme", "T", "next_theme", "Theme", "Cycle the colour theme (dark, light, high-contrast).",
+             "app", show=False, palette="theme: next"),
+    UiAction("app.fleet", "F", "fleet", "Fleet", "Show the fleet overview of every host.", "app",
+             show=False, palette="host: fleet overview"),
+    UiAction("fleet.open", "enter", "open_host", "Open", "Open the selected host's screen.", "fleet"),
+    UiAction("host.back", "escape", "back", "Fleet", "Back to the fleet overview.", "host"),
+    UiAction("host.layouts", "l", "layouts", "Layouts",
+             "Pick a layout for the service: fit per layout, then switch with confirmation.", "host",
+             palette="layout: pick"),
+    UiAction("host.restart", "R", "restart_service", "Restart", "Restart the service's running unit.", "host",
+             changes_host=True, palette="service: restart"),
+    UiAction("host.stop", "S", "stop_service", "Stop", "Stop the service's running unit.", "host",
+             changes_host=True, show=False, palette="service: stop"),
+    UiAction("host.processes", "p", "toggle_processes", "Procs", "Show or hide GPU memory per process.", "host",
+             palette="gpu: toggle per-process memory"),
+    UiAction("host.next_service", "tab", "next_service", "Service", "Show the next service of this host.",
+             "host", show=False),
+    UiAction("host.dismiss", "d", "dismiss_switch", "Dismiss", "Hide the finished switch's panel.", "host",
+             show=False),
+    UiAction("journal.next_finding", "e", "next_finding", "Next finding",
+             "Jump to the next triaged line (OOM, NCCL, traceback, error).", "journal",
+             palette="journal: next finding"),
+    UiAction("journal.prev_finding", "E", "prev_finding", "Prev finding",
+             "Jump to the previous triaged line.", "journal", show=False, palette="journal: previous finding"),
+    UiAction("journal.filter", "slash", "filter", "Filter",
+             "Show only lines matching a regex, or `class:oom` / `class:nccl` / `class:finding`.", "journal",
+             palette="journal: filter"),
+    UiAction("journal.search", "s", "search", "Search", "Highlight a regex; n and N jump between matches.",
+             "journal", show=False, palette="journal: search"),
+    UiAction("journal.next_match", "n", "next_match", "Next match", "Jump to the next search match.",
+             "journal", show=False),
+    UiAction("journal.prev_match", "N", "prev_match", "Prev match", "Jump to the previous search match.",
+             "journal", show=False),
+    UiAction("journal.copy", "c", "copy_line", "Copy", "Copy the selected line (or the last one).", "journal",
+             palette="journal: copy line"),
+    UiAction("journal.follow", "G,end", "follow", "Follow", "Jump to the end and follow new lines.",
+             "journal", palette="journal: follow"),
+    UiAction("journal.clear", "ctrl+l", "clear_filter", "Clear", "Clear the filter, search and cursor.",
+             "journal", show=False, palette="journal: clear filter"),
+    UiAction("picker.switch", "enter", "choose", "Switch", "Switch the service to the highlighted layout.",
+             "picker", changes_host=True),
+    UiAction("picker.cancel", "escape", "cancel", "Cancel", "Close the picker.", "picker"),
+    UiAction("confirm.yes", "y,enter", "confirm", "Confirm", "Go ahead with the switch.", "confirm",
+             changes_host=True),
+    UiAction("confirm.force", "f", "force", "Force", "Switch even though the fit check predicts OOM.",
+             "confirm", changes_host=True),
+    UiAction("confirm.no", "n,escape", "cancel", "Cancel", "Do not switch.", "confirm"),
+)
+
+BY_ID = {a.id: a for a in ACTIONS}
+
+
+def bindings(scope: str) -> list[Binding]:
+    """Textual bindings for a scope; `App.set_keymap` remaps them by id."""
+    return [
+        Binding(a.key, a.action, a.description, show=a.show, tooltip=a.tooltip, id=a.id)
+        for a in ACTIONS
+        if a.scope == scope
+    ]
+
+
+def changing_actions(scope: str) -> frozenset[str]:
+    """Action names of a scope that change a host (refused under --readonly)."""
+    return frozenset(a.action for a in ACTIONS if a.scope == scope and a.changes_host)
+
+
+def validate_keymap(keys: Iterable[tuple[str, str]]) -> tuple[dict[str, str], list[str]]:
+    """Split config remaps into a keymap and one-line complaints about unknown action ids."""
+    keymap: dict[str, str] = {}
+    problems: list[str] = []
+    for action_id, key in keys:
+        if action_id in BY_ID:
+            keymap[action_id] = key
+        else:
+            problems.append(f"[console.keys] unknown action {action_id!r}")
+    return keymap, problems
+
+
+def key_for(action_id: str, keymap: Mapping[str, str]) -> str:
+    """The key an action answers to now, for help text."""
+    return keymap.get(action_id, BY_ID[action_id].key)
+
+
+def display_key(key: str) -> str:
+    names = {"question_mark": "?", "slash": "/", "escape": "Esc", "enter": "Enter", "tab": "Tab"}
+    return " / ".join(names.get(k, k) for k in key.split(","))

@@ -1,0 +1,1 @@
+"""Screens: fleet overview, a screen per host, the layout picker, the switch confirmation, help."""

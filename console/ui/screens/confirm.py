@@ -1,0 +1,143 @@
+"""The switch confirmation: names what will be stopped and started; a predicted OOM needs a force."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Button, Static
+
+from console.config import ServiceConfig
+from console.hosts.base import Host
+from console.ui.keys import bindings, changing_actions
+from console.ui.widgets.service_pane import ServiceView
+
+CHANGING = changing_actions("confirm")
+NEEDS_FORCE = ("oom", "invalid")
+
+
+class ConfirmSwitch(ModalScreen[tuple[str, bool] | None]):
+    """Returns (layout, force) or None."""
+
+    BINDINGS = bindings("confirm")
+
+    def __init__(self, host: Host, service: ServiceConfig, layout: str, view: ServiceView | None, *,
+                 fit: Any = None, fits: dict[str, Any] | None = None) -> None:
+        super().__init__()
+        self.host = host
+        self.service = service
+        self.layout_cfg = service.layout(layout)
+        self.layout_name = self.layout_cfg.name if self.layout_cfg else layout
+        self.view = view
+        self.fit = fit
+        self.fit_known = fit is not None or fits is not None
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="confirm-box") as box:
+            box.border_title = f"switch {self.service.name} → {self.layout_name}"
+            yield Static(id="confirm-text")
+            with Horizontal(id="confirm-buttons"):
+                yield Button("Switch (y)", id="confirm-yes", variant="primary")
+                yield Button("Force (f)", id="confirm-force", variant="error")
+                yield Button("Cancel (n)", id="confirm-no")
+
+    def on_mount(self) -> None:
+        if self.layout_cfg is None:
+            self.notify(f"{self.service.name} has no layout {self.layout_name!r}", severity="error")
+            self.dismiss(None)
+            return
+        self._render()
+        if not self.fit_known:
+            self.load_fit()
+
+    @work(exclusive=True, exit_on_error=False)
+    async def load_fit(self) -> None:
+        from console.ops.fit_check import fit_layout, host_capacity
+
+        try:
+            self.fit = fit_layout(self.service, self.layout_cfg, await host_capacity(self.host))
+        except Exception as exc:
+            self.notify(f"fit unknown: {exc}", severity="warning")
+        self.fit_known = True
+        self._render()
+
+    @property
+    def needs_force(self) -> bool:
+        return self.fit is not None and self.fit.verdict in NEEDS_FORCE
+
+    def _render(self) -> None:
+        text = Text()
+        running = self.view.unit if self.view and self.view.state and self.view.state.is_running else None
+        new_unit = self.service.unit_for(self.layout_cfg)
+        text.append(f"Switch {self.service.name} on {self.host.name}")
+        if self.view and self.view.layout:
+            text.append(f" from {self.view.layout}")
+        text.append(f" to {self.layout_name}.\n\n")
+        if running and running != new_unit:
+            text.append("This stops   ", style="bold")
+            text.append(f"{running}\n")
+            text.append("and starts   ", style="bold")
+            text.append(f"{new_unit}\n")
+        elif running:
+            text.append("This restarts ", style="bold")
+            text.append(f"{new_unit} with the new layout's flags\n")
+        else:
+            text.append("This starts  ", style="bold")
+            text.append(f"{new_unit}\n")
+        text.append("\n")
+        err = self.app.theme_variables.get("error", "")
+        ok = self.app.theme_variables.get("success", "")
+        if not self.fit_known:
+            text.append("fit: computing…\n")
+        elif self.fit is None:
+            text.append("fit: unknown (no model config or GPU capacity)\n")
+        else:
+            f = self.fit
+            style = f"bold {err}" if self.needs_force else f"bold {ok}"
+            text.append("fit: ")
+            text.append(f.verdict.upper(), style=style)
+            text.append(f"  {f.gpus_used} GPUs, weights {f.weights_gib_per_gpu:.2f} GiB/GPU, "
+                        f"headroom {f.headroom_gib:+.2f} GiB\n")
+            if f.reason:
+                text.append(f"     {f.reason}\n")
+        if self.needs_force:
+            text.append("\nThe fit check predicts this layout will NOT load. ", style=f"bold {err}")
+            text.append("Press f to force it anyway (the switch rolls back to the last ready layout).")
+        self.query_one("#confirm-text", Static).update(text)
+        self.query_one("#confirm-box").set_class(self.needs_force, "-oom")
+        self.query_one("#confirm-yes", Button).disabled = self.needs_force or not self.fit_known
+        self.query_one("#confirm-force", Button).display = self.needs_force
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in CHANGING and self.app.readonly:  # type: ignore[attr-defined]
+            return False
+        if action == "force":
+            return self.needs_force or None
+        return True
+
+    def action_confirm(self) -> None:
+        if self.app.refuse_readonly("switch"):  # type: ignore[attr-defined]
+            return
+        if not self.fit_known:
+            return
+        if self.needs_force:
+            self.notify(f"predicted {self.fit.verdict.upper()}: press f to force", severity="warning")
+            return
+        self.dismiss((self.layout_name, False))
+
+    def action_force(self) -> None:
+        if self.app.refuse_readonly("switch"):  # type: ignore[attr-defined]
+            return
+        self.dismiss((self.layout_name, True))
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+    @on(Button.Pressed)
+    def _pressed(self, event: Button.Pressed) -> None:
+        {"confirm-yes": self.action_confirm, "confirm-force": self.action_force,
+         "confirm-no": self.action_cancel}[event.button.id or "confirm-no"]()

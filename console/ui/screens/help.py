@@ -1,0 +1,47 @@
+"""The help screen, generated from the action registry (so it always matches the keys)."""
+
+from __future__ import annotations
+
+from rich.table import Table
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Static
+
+from console.ui.keys import ACTIONS, display_key, key_for
+
+SCOPE_TITLES = {
+    "app": "Everywhere", "fleet": "Fleet overview", "host": "Host screen", "journal": "Journal pane",
+    "picker": "Layout picker", "confirm": "Switch confirmation",
+}
+
+
+def help_table(keymap: dict[str, str], readonly: bool) -> Table:
+    table = Table(box=None, show_header=False, padding=(0, 2), expand=True)
+    table.add_column("key", no_wrap=True)
+    table.add_column("id", no_wrap=True, style="dim")
+    table.add_column("what")
+    for scope, title in SCOPE_TITLES.items():
+        table.add_row(f"[b]{title}[/b]", "", "")
+        for a in ACTIONS:
+            if a.scope != scope or (readonly and a.changes_host):
+                continue
+            table.add_row(display_key(key_for(a.id, keymap)), a.id, a.tooltip)
+        table.add_row("", "", "")
+    return table
+
+
+class HelpScreen(ModalScreen[None]):
+    """Every key, from the one registry, with the config remaps applied."""
+
+    BINDINGS = [Binding("escape,q,question_mark", "app.pop_screen", "Close")]
+
+    def compose(self) -> ComposeResult:
+        app = self.app
+        keymap = dict(getattr(app, "_keymap", {}) or {})
+        readonly = bool(getattr(app, "readonly", False))
+        with VerticalScroll(id="help-box"):
+            note = "  (read-only: changing actions are hidden)" if readonly else ""
+            yield Static(f"Keys{note}   ·   ctrl+p opens the command palette   ·   Esc closes", id="help-title")
+            yield Static(help_table(keymap, readonly), id="help-table")

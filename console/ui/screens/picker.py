@@ -1,0 +1,129 @@
+"""The layout picker: every layout of the service with GPUs used and the predicted fit."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.screen import ModalScreen
+from textual.widgets import DataTable, Static
+
+from console.config import ServiceConfig
+from console.hosts.base import Host
+from console.ui.keys import bindings, changing_actions
+from console.ui.widgets.service_pane import ServiceView
+
+CHANGING = changing_actions("picker")
+
+
+def fit_cells(fit: Any) -> tuple[str, str, str, str]:
+    """GPUs, weights per GPU, headroom and verdict of a FitResult (or dashes when unknown)."""
+    if fit is None:
+        return "-", "-", "-", "unknown"
+    weights = f"{fit.weights_gib_per_gpu:.2f} GiB" if fit.weights_gib_per_gpu is not None else "-"
+    headroom = f"{fit.headroom_gib:+.2f} GiB" if fit.headroom_gib is not None else "-"
+    return str(fit.gpus_used or "-"), weights, headroom, fit.verdict
+
+
+class LayoutPicker(ModalScreen[tuple[str, bool] | None]):
+    """Returns (layout name, force) once the switch is confirmed, or None."""
+
+    BINDINGS = bindings("picker")
+
+    def __init__(self, host: Host, service: ServiceConfig, view: ServiceView | None) -> None:
+        super().__init__()
+        self.host = host
+        self.service = service
+        self.view = view
+        self.fits: dict[str, Any] = {}
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="picker-box") as box:
+            box.border_title = f"layouts of {self.service.name} on {self.host.name}"
+            yield DataTable(id="picker-table", cursor_type="row", zebra_stripes=True)
+            yield Static("computing fit…", id="picker-note")
+
+    def on_mount(self) -> None:
+        table = self.query_one(DataTable)
+        for column in ("", "layout", "GPUs", "weights/GPU", "headroom", "fit", "unit"):
+            table.add_column(column, key=column or "mark")
+        running = self.view.layout if self.view else None
+        for lc in self.service.layouts:
+            table.add_row(self._mark(lc.name, running), lc.name, "…", "…", "…", "…", self.service.unit_for(lc),
+                          key=lc.name)
+        if running and self.service.layout(running):
+            table.move_cursor(row=[lc.name for lc in self.service.layouts].index(self.service.layout(running).name))
+        table.focus()
+        self.load_fits()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in CHANGING and self.app.readonly:  # type: ignore[attr-defined]
+            return False
+        return True
+
+    def _mark(self, name: str, running: str | None) -> Text:
+        marks = []
+        if running and self.service.layout(running) and self.service.layout(running).name == name:
+            marks.append("▶ running")
+        last = self.view.last_ready_layout if self.view else None
+        if last and self.service.layout(last) and self.service.layout(last).name == name:
+            marks.append("✓ last ready")
+        return Text(" ".join(marks) or "")
+
+    @work(exclusive=True, group="picker-fit", exit_on_error=False)
+    async def load_fits(self) -> None:
+        from console.ops.fit_check import fit_service_layouts
+
+        note = self.query_one("#picker-note", Static)
+        try:
+            pairs = await fit_service_layouts(self.host, self.service)
+        except Exception as exc:  # a missing model config is a line in the picker, not a crash
+            note.update(f"fit unknown: {exc}")
+            return
+        table = self.query_one(DataTable)
+        for lc, fit in pairs:
+            self.fits[lc.name] = fit
+            gpus, weights, headroom, verdict = fit_cells(fit)
+            table.update_cell(lc.name, "GPUs", gpus)
+            table.update_cell(lc.name, "weights/GPU", weights)
+            table.update_cell(lc.name, "headroom", headroom)
+            color = self.app.theme_variables.get(_VERDICT_VAR.get(verdict, ""), "")
+            label = Text(verdict.upper() if verdict in ("oom", "invalid") else verdict, style=f"bold {color}".strip())
+            table.update_cell(lc.name, "fit", label)
+        readonly = self.app.readonly  # type: ignore[attr-defined]
+        note.update(("read-only: view only.  " if readonly else "Enter: switch (asks first).  ")
+                    + "Esc: close.  ▶ running  ✓ last ready.  An OOM verdict needs an explicit force.")
+
+    def _selected(self) -> str | None:
+        table = self.query_one(DataTable)
+        if not table.row_count:
+            return None
+        return table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        event.stop()
+        self.action_choose()
+
+    def action_choose(self) -> None:
+        from console.ui.screens.confirm import ConfirmSwitch
+
+        if self.app.refuse_readonly("switch"):  # type: ignore[attr-defined]
+            return
+        name = self._selected()
+        if name is None:
+            return
+        self.app.push_screen(ConfirmSwitch(self.host, self.service, name, self.view, fit=self.fits.get(name),
+                                           fits=self.fits), self._confirmed)
+
+    def _confirmed(self, choice: tuple[str, bool] | None) -> None:
+        if choice is not None:
+            self.dismiss(choice)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+_VERDICT_VAR = {"fits": "success", "tight": "warning", "oom": "error", "invalid": "error"}

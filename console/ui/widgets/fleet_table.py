@@ -1,0 +1,117 @@
+"""Fleet overview: a row per host with reachability, data age, units, layout, GPU memory and health."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+
+from rich.text import Text
+from textual import work
+from textual.message import Message
+from textual.widgets import DataTable
+
+from console.ui.widgets.service_pane import age_text
+
+
+@dataclass(frozen=True, slots=True)
+class HostSummary:
+    """One fleet row, assembled from the host's service statuses and GPU sample."""
+
+    host: str
+    taken_at: float
+    reachable: bool
+    error: str | None = None
+    units_active: int = 0
+    units_total: int = 0
+    layouts: str = "-"
+    gpu_used_mib: int | None = None
+    gpu_total_mib: int | None = None
+    gpus_busy: int | None = None
+    gpu_count: int | None = None
+    health: str = "-"
+    failed: bool = False
+
+
+COLUMNS = ("host", "link", "data age", "units", "layout", "GPU memory", "health")
+
+
+class FleetTable(DataTable):
+    """Polls every host at once in its own worker; a slow or dead host never holds up the others."""
+
+    COMPONENT_CLASSES = DataTable.COMPONENT_CLASSES | {"fleet--ok", "fleet--bad", "fleet--warn", "fleet--dim"}
+
+    class HostChosen(Message):
+        def __init__(self, host: str) -> None:
+            super().__init__()
+            self.host = host
+
+    def __init__(self, hosts: Sequence[str], fetch: Callable[[str], Awaitable[HostSummary]], *,
+                 refresh_s: float, clock: Callable[[], float], id: str | None = None) -> None:
+        super().__init__(id=id, cursor_type="row", zebra_stripes=True)
+        self.host_names = list(hosts)
+        self.fetch = fetch
+        self.refresh_s = refresh_s
+        self.clock = clock
+        self.summaries: dict[str, HostSummary] = {}
+        self.last_ok: dict[str, HostSummary] = {}
+
+    def on_mount(self) -> None:
+        for name in COLUMNS:
+            self.add_column(name, key=name)
+        for host in self.host_names:
+            self.add_row(host, "connecting", "-", "-", "-", "-", "-", key=host)
+        self.poll()
+
+    @work(exclusive=True, group="fleet-poll")
+    async def poll(self) -> None:
+        while True:
+            if self.screen.is_current or not self.summaries:
+                await asyncio.gather(*(self._poll_one(h) for h in self.host_names))
+            await asyncio.sleep(self.refresh_s)
+
+    async def _poll_one(self, host: str) -> None:
+        try:
+            summary = await asyncio.wait_for(self.fetch(host), timeout=max(5.0, 3 * self.refresh_s))
+        except Exception as exc:
+            summary = HostSummary(host, self.clock(), reachable=False, error=str(exc) or type(exc).__name__)
+        self.show(summary)
+
+    def show(self, summary: HostSummary) -> None:
+        """Update one host's row (tests feed fixed summaries through here)."""
+        self.summaries[summary.host] = summary
+        if summary.reachable:
+            self.last_ok[summary.host] = summary
+        # A host that stops answering keeps its last known data, marked stale with its age.
+        shown = summary if summary.reachable else self.last_ok.get(summary.host, summary)
+        s = self.get_component_rich_style
+        age = self.clock() - shown.taken_at if shown.reachable else None
+        stale = not summary.reachable or (age is not None and age > max(3 * self.refresh_s, 5.0))
+        link = Text("up", style=s("fleet--ok")) if summary.reachable else Text("DOWN", style=s("fleet--bad"))
+        age_cell = Text(("STALE " if stale else "") + age_text(age), style=s("fleet--warn") if stale else "")
+        units = f"{shown.units_active}/{shown.units_total} active" if shown.units_total else "-"
+        if shown.gpu_total_mib:
+            gib = 1024
+            mem = f"{shown.gpu_used_mib / gib:,.0f}/{shown.gpu_total_mib / gib:,.0f} GiB"
+            if shown.gpus_busy is not None and shown.gpu_count:
+                mem += f" · {shown.gpus_busy}/{shown.gpu_count} busy"
+        else:
+            mem = "-"
+        health_style = s("fleet--bad") if shown.failed else s("fleet--ok") if shown.health == "ready" else ""
+        health = Text(shown.health if not shown.failed else f"FAILED {shown.health}", style=health_style)
+        if not summary.reachable:
+            health = Text(summary.error or "unreachable", style=s("fleet--bad"))
+        cells = (summary.host, link, age_cell, units, shown.layouts, mem, health)
+        for column, value in zip(COLUMNS, cells, strict=True):
+            self.update_cell(summary.host, column, value)
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        event.stop()
+        if event.row_key.value is not None:
+            self.post_message(self.HostChosen(str(event.row_key.value)))
+
+    def action_open_host(self) -> None:
+        if self.row_count:
+            key = self.coordinate_to_cell_key(self.cursor_coordinate).row_key
+            if key.value is not None:
+                self.post_message(self.HostChosen(str(key.value)))

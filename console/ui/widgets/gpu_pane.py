@@ -1,0 +1,159 @@
+"""GPU memory pane: a row per GPU with a threshold-coloured bar, MiB, utilisation and a sparkline."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import Callable
+
+from rich.text import Text
+from textual import work
+from textual.widget import Widget
+
+from console.domain.models import GpuSnapshot
+from console.hosts.base import Host
+
+SPARK = "▁▂▃▄▅▆▇█"
+WARN_FRACTION = 0.80
+CRIT_FRACTION = 0.95
+
+
+def sparkline(values: list[float], width: int) -> str:
+    """Fractions 0..1 as block characters, newest at the right, padded to `width`."""
+    tail = values[-width:]
+    chars = "".join(SPARK[min(len(SPARK) - 1, max(0, int(v * (len(SPARK) - 1) + 0.5)))] for v in tail)
+    return chars.rjust(width)
+
+
+def bar(fraction: float, width: int) -> tuple[str, str]:
+    """A filled and an empty part of a bar."""
+    filled = min(width, max(0, round(fraction * width)))
+    return "█" * filled, "░" * (width - filled)
+
+
+class GpuPane(Widget, can_focus=False):
+    """Polls its host's GPU source in its own exclusive worker and renders the latest snapshot."""
+
+    COMPONENT_CLASSES = {"gpu--ok", "gpu--warn", "gpu--crit", "gpu--dim", "gpu--empty", "gpu--label",
+                         "gpu--stale", "gpu--proc"}
+
+    def __init__(self, host: Host, *, refresh_s: float = 1.0, history_len: int = 600,
+                 clock: Callable[[], float], id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.host = host
+        self.refresh_s = refresh_s
+        self.clock = clock
+        self.snapshot: GpuSnapshot | None = None
+        self.history: dict[int, deque[float]] = {}
+        self.history_len = history_len
+        self.gpus_in_use: int | None = None
+        """How many GPUs (from index 0) the running layout uses; the rest are dimmed."""
+        self.show_processes = False
+        self.error: str | None = None
+        self.border_title = "GPU memory"
+
+    def on_mount(self) -> None:
+        self.poll()
+
+    @work(exclusive=True, group="gpu-poll")
+    async def poll(self) -> None:
+        """Sample, render, sleep; one poll at a time, ends when the pane unmounts."""
+        while True:
+            try:
+                snap = await asyncio.wait_for(self.host.gpus.sample(), timeout=max(5.0, 3 * self.refresh_s))
+            except Exception as exc:  # a host going down marks the pane stale, never crashes it
+                self.error = str(exc) or type(exc).__name__
+            else:
+                self.ingest(snap)
+            self.refresh_stale()
+            await asyncio.sleep(self.refresh_s)
+
+    def ingest(self, snap: GpuSnapshot) -> None:
+        """Take one snapshot (also used by tests and the bench to feed fixed data)."""
+        self.error = snap.error if not snap.gpus else None
+        if not snap.gpus:
+            self.refresh_stale()
+            return
+        self.snapshot = snap
+        for gpu in snap.gpus:
+            if gpu.total_mib and gpu.used_mib is not None:
+                hist = self.history.setdefault(gpu.index, deque(maxlen=self.history_len))
+                hist.append(gpu.used_mib / gpu.total_mib)
+        self.refresh_stale()
+        self.refresh(layout=True)
+
+    def set_gpus_in_use(self, count: int | None) -> None:
+        if count != self.gpus_in_use:
+            self.gpus_in_use = count
+            self.refresh()
+
+    def toggle_processes(self) -> None:
+        self.show_processes = not self.show_processes
+        self.refresh(layout=True)
+
+    def data_age_s(self) -> float | None:
+        return None if self.snapshot is None else max(0.0, self.clock() - self.snapshot.taken_at)
+
+    def refresh_stale(self) -> None:
+        age = self.data_age_s()
+        stale = self.error is not None or (age is not None and age > max(3 * self.refresh_s, 5.0))
+        self.set_class(stale, "-stale")
+        title = "GPU memory"
+        if self.gpus_in_use is not None and self.snapshot is not None:
+            title += f" · layout uses {self.gpus_in_use} of {len(self.snapshot.gpus)}"
+        if stale:
+            title += f" · STALE {age:.0f}s" if age is not None else " · no data"
+        self.border_title = title
+        self.border_subtitle = self.error or ""
+        self.refresh()
+
+    def get_content_height(self, container, viewport, width: int) -> int:
+        if self.snapshot is None:
+            return 1
+        rows = len(self.snapshot.gpus)
+        if self.show_processes:
+            rows += len(self.snapshot.processes) or 1
+        return rows
+
+    def render(self) -> Text:
+        snap = self.snapshot
+        if snap is None:
+            return Text(self.error or "waiting for the first GPU sample…", style=self.get_component_rich_style("gpu--stale"))
+        width = max(40, self.content_region.width)
+        spark_w = max(6, min(30, width // 6))
+        name_w = 12 if width >= 70 else 0
+        bar_w = max(6, width - 3 - (name_w + 1 if name_w else 0) - 17 - 5 - 1 - spark_w)
+        out = Text(no_wrap=True, overflow="crop")
+        style = self.get_component_rich_style
+        for i, gpu in enumerate(snap.gpus):
+            if i:
+                out.append("\n")
+            used, total = gpu.used_mib, gpu.total_mib
+            frac = (used / total) if used is not None and total else 0.0
+            dim = self.gpus_in_use is not None and gpu.index >= self.gpus_in_use
+            level = "gpu--dim" if dim else "gpu--crit" if frac >= CRIT_FRACTION else (
+                "gpu--warn" if frac >= WARN_FRACTION else "gpu--ok")
+            row_style = style("gpu--dim") if dim else None
+            out.append(f"{gpu.index:>2} ", style=row_style or style("gpu--label"))
+            if name_w:
+                name = (gpu.name or "").replace("NVIDIA ", "")[:name_w].ljust(name_w)
+                out.append(name + " ", style=row_style or style("gpu--label"))
+            filled, empty = bar(frac, bar_w)
+            out.append(filled, style=style(level))
+            out.append(empty, style=style("gpu--empty"))
+            mib = f"{used if used is not None else '?':>6}/{total if total is not None else '?':>6} MiB"
+            out.append(f" {mib:>16}", style=row_style)
+            util = f"{gpu.util_pct:>3}%" if gpu.util_pct is not None else "  -%"
+            out.append(f" {util:>4} ", style=row_style)
+            out.append(sparkline(list(self.history.get(gpu.index, ())), spark_w), style=style(level))
+        if self.show_processes:
+            out.append("\n")
+            if not snap.processes:
+                out.append("   no GPU processes", style=style("gpu--proc"))
+            for j, proc in enumerate(sorted(snap.processes, key=lambda p: (p.gpu_index or 0, p.pid))):
+                if j:
+                    out.append("\n")
+                where = f"GPU{proc.gpu_index}" if proc.gpu_index is not None else (proc.gpu_uuid or "?")[:12]
+                out.append(f"   {where:<6} pid {proc.pid:<8} {proc.used_mib or 0:>7} MiB  {proc.name or ''}",
+                           style=style("gpu--proc"))
+        return out

@@ -1,0 +1,240 @@
+"""The journal pane: follows one unit's journal in its own worker and feeds the Line-API view.
+
+Ingestion is batched: the worker triages each entry and queues it; a one-shot timer flushes the
+queue into the view at most ~30 times a second, with one refresh per flush. The queue is bounded by
+the line cap, so a unit writing tens of thousands of lines a second costs memory no larger than that.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from dataclasses import dataclass
+
+from textual import on, work
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.message import Message
+from textual.widgets import Input
+
+from console.domain.models import Engine, Finding, JournalEntry, ReadinessEvent
+from console.hosts.base import Host
+from console.ui.keys import bindings
+from console.ui.widgets.journal_view import JournalView, LineFilter
+
+FLUSH_INTERVAL_S = 1 / 30
+BACKLOG_LINES = 400
+
+
+class PhaseSeen(Message):
+    """The engine's readiness phase moved (from the journal), for the service pane."""
+
+    def __init__(self, host: str, unit: str, event: ReadinessEvent) -> None:
+        super().__init__()
+        self.host, self.unit, self.event = host, unit, event
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, PhaseSeen) and message.host == self.host and message.unit == self.unit
+
+
+@dataclass(frozen=True, slots=True)
+class _Classifier:
+    """Triage and phase tracking for one unit's stream (pure domain code, one instance per stream)."""
+
+    triager: object
+    tracker: object
+
+    @classmethod
+    def create(cls, engine: Engine) -> _Classifier:
+        from console.domain.phases import PhaseTracker
+        from console.domain.triage import Triager
+
+        return cls(Triager(engine), PhaseTracker(engine))
+
+    def feed(self, entry: JournalEntry) -> tuple[Finding | None, ReadinessEvent | None]:
+        findings = self.triager.feed(entry.message, entry.ts)  # type: ignore[attr-defined]
+        phase = self.tracker.feed(entry.message, entry.ts)  # type: ignore[attr-defined]
+        return (findings[-1] if findings else None), phase
+
+
+class JournalPane(Vertical):
+    """A unit's live journal tail with triage highlighting, follow mode, filter, search and copy."""
+
+    BINDINGS = bindings("journal")
+
+    def __init__(self, host: Host, *, engine: Engine, line_cap: int, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.host = host
+        self.engine = engine
+        self.line_cap = line_cap
+        self.unit: str | None = None
+        self._pending: list[tuple[str, str, float | None, Finding | None]] = []
+        self._flush_scheduled = False
+        self._last_flush = 0.0
+        self._find_mode = "filter"
+        self.received = 0
+        self.border_title = "journal"
+
+    def compose(self) -> ComposeResult:
+        yield JournalView(line_cap=self.line_cap, id="journal-view")
+        yield Input(id="journal-find", classes="-hidden")
+
+    @property
+    def view(self) -> JournalView:
+        return self.query_one(JournalView)
+
+    # -- following a unit ----------------------------------------------------------------------------
+    def follow_unit(self, unit: str | None) -> None:
+        """Tail `unit` (restarting the worker if it changed); lines already shown stay."""
+        if unit is None or unit == self.unit:
+            return
+        self.unit = unit
+        self._update_title()
+        self.tail(unit)
+
+    @work(exclusive=True, group="journal-tail")
+    async def tail(self, unit: str) -> None:
+        """Follow the unit's journal until the pane unmounts or another unit is chosen."""
+        classifier = _Classifier.create(self.engine)
+        delay_s = 0.5
+        cursor: str | None = None
+        while True:
+            try:
+                stream = self.host.services.journal(
+                    unit, after_cursor=cursor, follow=True, lines=None if cursor else BACKLOG_LINES
+                )
+                count = 0
+                async for entry in stream:
+                    cursor = entry.cursor
+                    finding, phase = classifier.feed(entry)
+                    if phase is not None:
+                        self.post_message(PhaseSeen(self.host.name, unit, phase))
+                    self.queue_line(entry.message, unit, entry.ts, finding)
+                    count += 1
+                    if count % 256 == 0:
+                        await asyncio.sleep(0)  # a firehose must not starve keys and frames
+                delay_s = 0.5
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # a dropped host: say so, then resume after the cursor
+                self.border_subtitle = f"journal stream lost: {exc}"
+            await asyncio.sleep(delay_s)
+            delay_s = min(delay_s * 2, 10.0)
+
+    def queue_line(self, text: str, unit: str, ts: float | None, finding: Finding | None) -> None:
+        """Queue one line for the next flush (bounded by the line cap)."""
+        self.received += 1
+        pending = self._pending
+        pending.append((text, unit, ts, finding))
+        if len(pending) > self.line_cap:
+            del pending[: len(pending) - self.line_cap]
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            wait = max(0.0, self._last_flush + FLUSH_INTERVAL_S - time.monotonic())
+            self.set_timer(max(wait, 0.001), self.flush)
+
+    def flush(self) -> None:
+        """Move the queued lines into the view with one refresh."""
+        self._flush_scheduled = False
+        self._last_flush = time.monotonic()
+        batch, self._pending = self._pending, []
+        if batch:
+            self.view.append_batch(batch)
+            self._update_title()
+
+    def _update_title(self) -> None:
+        view = self.view if self.is_mounted else None
+        parts = [f"journal · {self.unit or '-'}"]
+        if view is not None:
+            if not view.follow:
+                parts.append("PAUSED (G to follow)")
+            if view.line_filter is not None:
+                parts.append(f"filter {view.line_filter.text!r}: {view.row_count}/{view.line_count}")
+            if view.search is not None:
+                parts.append(f"search {view.search.pattern!r}")
+        self.border_title = " · ".join(parts)
+
+    @on(JournalView.FollowChanged)
+    def _follow_changed(self) -> None:
+        self._update_title()
+
+    # -- actions (from the registry) -----------------------------------------------------------------
+    def action_next_finding(self) -> None:
+        self._announce(self.view.next_finding(), "no findings in view")
+
+    def action_prev_finding(self) -> None:
+        self._announce(self.view.next_finding(backwards=True), "no findings in view")
+
+    def action_next_match(self) -> None:
+        self._announce(self.view.next_match(), "no match" if self.view.search else "no search: press s")
+
+    def action_prev_match(self) -> None:
+        self._announce(self.view.next_match(backwards=True), "no match" if self.view.search else "no search")
+
+    def _announce(self, line: object, empty: str) -> None:
+        if line is None:
+            self.notify(empty, severity="warning", timeout=2)
+        self._update_title()
+
+    def action_filter(self) -> None:
+        self._open_find("filter", "filter: regex, or class:oom / class:nccl / class:finding (empty clears)")
+
+    def action_search(self) -> None:
+        self._open_find("search", "search: regex (n / N jump; empty clears)")
+
+    def _open_find(self, mode: str, placeholder: str) -> None:
+        self._find_mode = mode
+        find = self.query_one("#journal-find", Input)
+        find.placeholder = placeholder
+        current = self.view.line_filter.text if mode == "filter" and self.view.line_filter else ""
+        find.value = current if mode == "filter" else (self.view.search.pattern if self.view.search else "")
+        find.remove_class("-hidden")
+        find.focus()
+
+    @on(Input.Submitted, "#journal-find")
+    def _find_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        text = event.value.strip()
+        try:
+            if self._find_mode == "filter":
+                self.view.set_filter(LineFilter.parse(text) if text else None)
+            else:
+                self.view.set_search(re.compile(text, re.IGNORECASE) if text else None)
+                if text:
+                    self.view.next_match()
+        except re.error as exc:
+            self.notify(f"bad regex {text!r}: {exc}", severity="error")
+            return
+        self._close_find()
+
+    def on_key(self, event) -> None:
+        find = self.query_one("#journal-find", Input)
+        if event.key == "escape" and find.has_focus:
+            event.stop()
+            self._close_find()
+
+    def _close_find(self) -> None:
+        self.query_one("#journal-find", Input).add_class("-hidden")
+        self.view.focus()
+        self._update_title()
+
+    def action_copy_line(self) -> None:
+        view = self.view
+        line = view.cursor_line or view.line_at_row(view.row_count - 1)
+        if line is None:
+            self.notify("nothing to copy", severity="warning", timeout=2)
+            return
+        self.app.copy_to_clipboard(line.text)
+        self.notify(f"copied: {line.text[:60]}", timeout=2)
+
+    def action_follow(self) -> None:
+        self.view.clear_cursor()
+        self.view.set_follow(True)
+        self._update_title()
+
+    def action_clear_filter(self) -> None:
+        self.view.set_filter(None)
+        self.view.set_search(None)
+        self.view.clear_cursor()
+        self._update_title()

@@ -1,0 +1,397 @@
+"""The journal pane's Line-API view: bounded storage, its own strip cache, batched appends.
+
+Textual's `Log` is the reference. The differences that matter here: lines arrive in batches with one
+refresh per batch, each line carries its triage finding (highlighted through component classes, so
+the colours come from the theme), storage is capped, and a filter or a search never drops a line.
+"""
+
+from __future__ import annotations
+
+import re
+from bisect import bisect_left
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from rich.segment import Segment
+from rich.style import Style
+from textual.cache import LRUCache
+from textual.geometry import Size
+from textual.message import Message
+from textual.reactive import var
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
+
+from console.domain.models import Finding, FindingClass
+
+_CONTROL = re.compile("[\u0000-\u0008\u000b-\u001f\u007f]")
+
+#: Triage class -> component class suffix and the short marker label shown before the line.
+CLASS_STYLE = {
+    FindingClass.CUDA_OOM: ("oom", "OOM"),
+    FindingClass.KV_CACHE_TOO_SMALL: ("oom", "KV"),
+    FindingClass.MEMORY_IN_USE: ("oom", "MEM"),
+    FindingClass.NCCL: ("nccl", "NCCL"),
+    FindingClass.TRACEBACK: ("traceback", "TRACE"),
+    FindingClass.UNIT_FAILED: ("error", "UNIT"),
+}
+
+
+def clean_text(text: str, max_chars: int = 4000) -> str:
+    """Strip control characters and tabs so a line's cells equal what the terminal shows."""
+    if len(text) > max_chars:
+        text = text[:max_chars] + f" … [{len(text) - max_chars} more chars]"
+    return _CONTROL.sub("\ufffd", text.expandtabs())
+
+
+def marker_for(finding: Finding) -> str:
+    """The short label shown before a finding's line: class, rank, and for OOM its figures."""
+    from console.domain.units import format_bytes
+
+    _, label = CLASS_STYLE.get(finding.cls, ("error", finding.cls.value.upper()))
+    parts = [label]
+    if finding.rank:
+        parts.append(finding.rank)
+    oom = finding.oom
+    if oom is not None:
+        if oom.gpu is not None:
+            parts.append(f"GPU{oom.gpu}")
+        if oom.tried_bytes is not None:
+            parts.append(f"tried {format_bytes(oom.tried_bytes)}")
+        if oom.free_bytes is not None:
+            parts.append(f"free {format_bytes(oom.free_bytes)}")
+    return " " + " ".join(parts) + " "
+
+
+@dataclass(frozen=True, slots=True)
+class JournalLine:
+    """One stored line: `seq` numbers every line ever received and keys the strip cache."""
+
+    seq: int
+    text: str
+    unit: str
+    ts: float | None = None
+    finding: Finding | None = None
+
+    @property
+    def style_key(self) -> str | None:
+        if self.finding is None:
+            return None
+        return CLASS_STYLE.get(self.finding.cls, ("error", ""))[0]
+
+
+@dataclass(frozen=True, slots=True)
+class LineFilter:
+    """What `/` typed: a regex over the text, or `class:NAME` (oom, nccl, traceback, error, finding)."""
+
+    text: str
+    regex: re.Pattern[str] | None = None
+    style_key: str | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> LineFilter:
+        """Parse the filter text; raises `re.error` for a bad regex."""
+        text = text.strip()
+        if text.startswith("class:"):
+            return cls(text, style_key=text[len("class:") :].strip().lower() or "finding")
+        return cls(text, regex=re.compile(text, re.IGNORECASE))
+
+    def matches(self, line: JournalLine) -> bool:
+        if self.style_key is not None:
+            if line.finding is None:
+                return False
+            return self.style_key in ("finding", line.style_key, line.finding.cls.value)
+        assert self.regex is not None
+        return self.regex.search(line.text) is not None
+
+
+class JournalView(ScrollView, can_focus=True):
+    """A virtualised, bounded log of journal lines with triage highlighting."""
+
+    COMPONENT_CLASSES = {
+        "journal--oom",
+        "journal--nccl",
+        "journal--traceback",
+        "journal--error",
+        "journal--marker-oom",
+        "journal--marker-nccl",
+        "journal--marker-traceback",
+        "journal--marker-error",
+        "journal--cursor",
+        "journal--match",
+        "journal--unit",
+    }
+
+    follow: var[bool] = var(True)
+    """Stick to the end as lines arrive; off while the user has scrolled up."""
+
+    class FollowChanged(Message):
+        """Follow mode turned on or off (the pane shows it in its title)."""
+
+        def __init__(self, follow: bool) -> None:
+            super().__init__()
+            self.follow = follow
+
+    def __init__(self, *, line_cap: int = 50_000, id: str | None = None, classes: str | None = None):
+        super().__init__(id=id, classes=classes)
+        self.line_cap = line_cap
+        self._lines: list[JournalLine] = []
+        self._rows: list[int] | None = None  # seqs shown while a filter is on
+        self._findings: list[int] = []  # seqs of lines with a finding
+        self._next_seq = 0
+        self._width = 0
+        self._cache: LRUCache[tuple[int, bool], Strip] = LRUCache(2048)
+        self._styles: dict[str, Style] = {}
+        self.line_filter: LineFilter | None = None
+        self.search: re.Pattern[str] | None = None
+        self.cursor_seq: int | None = None
+        self.dropped = 0
+
+    # -- storage -------------------------------------------------------------------------------------
+    @property
+    def line_count(self) -> int:
+        """Lines stored (not only the ones the filter shows)."""
+        return len(self._lines)
+
+    @property
+    def row_count(self) -> int:
+        return len(self._rows) if self._rows is not None else len(self._lines)
+
+    @property
+    def lines(self) -> Sequence[JournalLine]:
+        return self._lines
+
+    def line_at_row(self, row: int) -> JournalLine | None:
+        seq = self._row_seq(row)
+        return None if seq is None else self._line_by_seq(seq)
+
+    def _row_seq(self, row: int) -> int | None:
+        if row < 0 or row >= self.row_count:
+            return None
+        if self._rows is not None:
+            return self._rows[row]
+        return self._lines[row].seq
+
+    def _line_by_seq(self, seq: int) -> JournalLine | None:
+        if not self._lines:
+            return None
+        index = seq - self._lines[0].seq
+        return self._lines[index] if 0 <= index < len(self._lines) else None
+
+    def _row_of_seq(self, seq: int) -> int | None:
+        if self._rows is None:
+            index = seq - self._lines[0].seq if self._lines else -1
+            return index if 0 <= index < len(self._lines) else None
+        row = bisect_left(self._rows, seq)
+        return row if row < len(self._rows) and self._rows[row] == seq else None
+
+    def append_batch(self, items: Sequence[tuple[str, str, float | None, Finding | None]]) -> None:
+        """Store a batch of (text, unit, ts, finding) and refresh once."""
+        if not items:
+            return
+        was_at_end = self.follow
+        old_first = self._lines[0].seq if self._lines else self._next_seq
+        seq = self._next_seq
+        new: list[JournalLine] = []
+        width = self._width
+        for text, unit, ts, finding in items:
+            text = clean_text(text)
+            line = JournalLine(seq, text, unit, ts, finding)
+            new.append(line)
+            if finding is not None:
+                self._findings.append(seq)
+            if self.line_filter is not None and self._rows is not None and self.line_filter.matches(line):
+                self._rows.append(seq)
+            width = max(width, len(text) + 24)
+            seq += 1
+        self._next_seq = seq
+        self._lines.extend(new)
+        self._trim()
+        self._width = width
+        removed_rows = self._lines[0].seq - old_first if self._rows is None else 0
+        self.virtual_size = Size(self._width, self.row_count)
+        if was_at_end:
+            self.scroll_end(animate=False, x_axis=False)
+        elif removed_rows > 0:
+            # Lines fell off the top: keep the same lines under the user's eyes.
+            self.set_scroll(None, max(0, self.scroll_y - removed_rows))
+        self.refresh()
+
+    def _trim(self) -> None:
+        excess = len(self._lines) - self.line_cap
+        if excess <= 0:
+            return
+        del self._lines[:excess]
+        self.dropped += excess
+        first = self._lines[0].seq
+        del self._findings[: bisect_left(self._findings, first)]
+        if self._rows is not None:
+            del self._rows[: bisect_left(self._rows, first)]
+        if self.cursor_seq is not None and self.cursor_seq < first:
+            self.cursor_seq = None
+
+    def clear(self) -> None:
+        self._lines.clear()
+        self._findings.clear()
+        self._rows = [] if self.line_filter is not None else None
+        self._cache.clear()
+        self.cursor_seq = None
+        self.virtual_size = Size(0, 0)
+        self.refresh()
+
+    # -- filter, search, findings, cursor -----------------------------------------------------------
+    def set_filter(self, line_filter: LineFilter | None) -> None:
+        """Show only matching lines (None shows all); stored lines are untouched."""
+        self.line_filter = line_filter
+        if line_filter is None:
+            self._rows = None
+        else:
+            self._rows = [line.seq for line in self._lines if line_filter.matches(line)]
+        self._after_rows_changed()
+
+    def set_search(self, pattern: re.Pattern[str] | None) -> None:
+        self.search = pattern
+        self._cache.clear()
+        self.refresh()
+
+    def _after_rows_changed(self) -> None:
+        self.virtual_size = Size(self._width, self.row_count)
+        self._cache.clear()
+        if self.cursor_seq is not None and self._row_of_seq(self.cursor_seq) is not None:
+            self._scroll_to_cursor()
+        elif self.follow:
+            self.scroll_end(animate=False, x_axis=False)
+        self.refresh()
+
+    @property
+    def cursor_line(self) -> JournalLine | None:
+        return None if self.cursor_seq is None else self._line_by_seq(self.cursor_seq)
+
+    def move_cursor_to(self, seq: int) -> None:
+        self.cursor_seq = seq
+        self._cache.clear()
+        self._scroll_to_cursor()
+        self.refresh()
+
+    def _scroll_to_cursor(self) -> None:
+        row = self._row_of_seq(self.cursor_seq) if self.cursor_seq is not None else None
+        if row is None:
+            return
+        height = max(1, self.scrollable_content_region.height)
+        if not (self.scroll_y <= row < self.scroll_y + height):
+            self.set_follow(False)
+            self.scroll_to(y=max(0, row - height // 2), animate=False, immediate=True)
+
+    def _visible_seqs(self) -> list[int]:
+        if self._rows is not None:
+            return self._rows
+        return [line.seq for line in self._lines]
+
+    def next_finding(self, backwards: bool = False) -> JournalLine | None:
+        """Move the cursor to the next (or previous) shown line with a finding."""
+        shown = set(self._rows) if self._rows is not None else None
+        seqs = [s for s in self._findings if shown is None or s in shown]
+        return self._step(seqs, backwards)
+
+    def next_match(self, backwards: bool = False) -> JournalLine | None:
+        """Move the cursor to the next (or previous) shown line matching the search."""
+        if self.search is None:
+            return None
+        pattern = self.search
+        seqs = [s for s in self._visible_seqs() if pattern.search(self._line_by_seq(s).text)]  # type: ignore[union-attr]
+        return self._step(seqs, backwards)
+
+    def _step(self, seqs: list[int], backwards: bool) -> JournalLine | None:
+        if not seqs:
+            return None
+        if self.cursor_seq is None:
+            # Start from the view: the nearest one above the bottom, or below the top.
+            anchor_row = int(self.scroll_y) + (self.scrollable_content_region.height if backwards else -1)
+            anchor = self._row_seq(min(max(anchor_row, 0), self.row_count - 1))
+            anchor = anchor if anchor is not None else (seqs[-1] + 1 if backwards else -1)
+            if backwards:
+                anchor += 1
+        else:
+            anchor = self.cursor_seq
+        if backwards:
+            i = bisect_left(seqs, anchor) - 1
+            target = seqs[i] if i >= 0 else seqs[-1]
+        else:
+            i = bisect_left(seqs, anchor + 1)
+            target = seqs[i] if i < len(seqs) else seqs[0]
+        self.move_cursor_to(target)
+        return self._line_by_seq(target)
+
+    def clear_cursor(self) -> None:
+        self.cursor_seq = None
+        self._cache.clear()
+        self.refresh()
+
+    # -- follow mode ---------------------------------------------------------------------------------
+    def set_follow(self, follow: bool) -> None:
+        if follow != self.follow:
+            self.follow = follow
+            self.post_message(self.FollowChanged(follow))
+        if follow:
+            self.scroll_end(animate=False, x_axis=False)
+
+    def watch_scroll_y(self, old_value: float, new_value: float) -> None:
+        super().watch_scroll_y(old_value, new_value)
+        at_end = new_value >= self.max_scroll_y
+        if at_end != self.follow and old_value != new_value:
+            self.follow = at_end
+            self.post_message(self.FollowChanged(at_end))
+
+    # -- rendering -----------------------------------------------------------------------------------
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._styles.clear()
+        self._cache.clear()
+
+    def _style(self, name: str) -> Style:
+        style = self._styles.get(name)
+        if style is None:
+            style = self._styles[name] = self.get_component_rich_style(name, partial=True)
+        return style
+
+    def render_line(self, y: int) -> Strip:
+        scroll_x, scroll_y = self.scroll_offset
+        width = self.scrollable_content_region.width
+        base = self.rich_style
+        line = self.line_at_row(scroll_y + y)
+        if line is None:
+            return Strip.blank(width, base)
+        is_cursor = line.seq == self.cursor_seq
+        key = (line.seq, is_cursor)
+        strip = self._cache.get(key)
+        if strip is None:
+            strip = self._cache[key] = self._render_journal_line(line, is_cursor, base)
+        return strip.crop_extend(scroll_x, scroll_x + width, base).apply_offsets(scroll_x, scroll_y + y)
+
+    def _render_journal_line(self, line: JournalLine, is_cursor: bool, base: Style) -> Strip:
+        style = base
+        key = line.style_key
+        segments: list[Segment] = []
+        if key is not None:
+            style = base + self._style(f"journal--{key}")
+            assert line.finding is not None
+            segments.append(Segment(marker_for(line.finding), base + self._style(f"journal--marker-{key}")))
+            segments.append(Segment(" ", style))
+        if is_cursor:
+            style = style + self._style("journal--cursor")
+        segments.extend(self._text_segments(line.text, style))
+        return Strip(segments)
+
+    def _text_segments(self, text: str, style: Style) -> list[Segment]:
+        if self.search is None:
+            return [Segment(text, style)]
+        match_style = style + self._style("journal--match")
+        out: list[Segment] = []
+        pos = 0
+        for m in self.search.finditer(text):
+            if m.end() == m.start():
+                continue
+            out.append(Segment(text[pos : m.start()], style))
+            out.append(Segment(m.group(), match_style))
+            pos = m.end()
+        out.append(Segment(text[pos:], style))
+        return out

@@ -1,0 +1,173 @@
+"""Service pane: unit state, active layout and its fit, health, and the engine's readiness phase."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, replace
+
+from rich.text import Text
+from textual import work
+from textual.message import Message
+from textual.widget import Widget
+
+from console.domain.models import HealthSample, Phase, UnitState
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceView:
+    """What the pane shows of one service, assembled from `ops.status.service_status`."""
+
+    service: str
+    taken_at: float
+    unit: str | None = None
+    state: UnitState | None = None
+    layout: str | None = None
+    fit_verdict: str | None = None
+    fit_detail: str | None = None
+    gpus_used: int | None = None
+    health: HealthSample | None = None
+    phase: Phase | None = None
+    last_ready_layout: str | None = None
+    error: str | None = None
+
+
+class ServiceUpdated(Message):
+    """A fresh status of a service; fires once per poll, so newer ones replace queued ones."""
+
+    def __init__(self, host: str, view: ServiceView) -> None:
+        super().__init__()
+        self.host, self.view = host, view
+
+    def can_replace(self, message: Message) -> bool:
+        return (isinstance(message, ServiceUpdated) and message.host == self.host
+                and message.view.service == self.view.service)
+
+
+def age_text(seconds: float | None) -> str:
+    """3s, 4m12s, 2h05m: short and free of wall-clock time."""
+    if seconds is None:
+        return "-"
+    s = int(max(0, seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{s % 3600 // 60:02d}m"
+
+
+class ServicePane(Widget):
+    """Polls the service's status in its own worker; failed shows in colour and in words."""
+
+    COMPONENT_CLASSES = {"service--label", "service--ok", "service--warn", "service--bad", "service--dim"}
+
+    def __init__(self, host_name: str, fetch: Callable[[], Awaitable[ServiceView]], *, refresh_s: float,
+                 clock: Callable[[], float], id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.host_name = host_name
+        self.fetch = fetch
+        self.refresh_s = refresh_s
+        self.clock = clock
+        self.view: ServiceView | None = None
+        self.phase_override: Phase | None = None
+        self.error: str | None = None
+        self.border_title = "service"
+
+    def on_mount(self) -> None:
+        self.poll()
+
+    @work(exclusive=True, group="service-poll")
+    async def poll(self) -> None:
+        while True:
+            try:
+                view = await asyncio.wait_for(self.fetch(), timeout=max(5.0, 3 * self.refresh_s))
+            except Exception as exc:  # shown as stale with its reason; the poll goes on
+                self.error = str(exc) or type(exc).__name__
+                self._restyle()
+            else:
+                self.show(view)
+            await asyncio.sleep(self.refresh_s)
+
+    def show(self, view: ServiceView) -> None:
+        """Render a status (tests feed fixed ones through here too)."""
+        self.error = view.error
+        if self.view is not None and view.unit != self.view.unit:
+            self.phase_override = None
+        self.view = view
+        self.post_message(ServiceUpdated(self.host_name, view))
+        self._restyle()
+
+    def set_phase(self, phase: Phase) -> None:
+        """The readiness phase seen in the journal (newer than the last poll)."""
+        self.phase_override = phase
+        self.refresh()
+
+    def _restyle(self) -> None:
+        view = self.view
+        failed = view is not None and view.state is not None and view.state.is_failed
+        self.set_class(failed, "-failed")
+        age = None if view is None else self.clock() - view.taken_at
+        stale = self.error is not None or (age is not None and age > max(3 * self.refresh_s, 5.0))
+        self.set_class(stale, "-stale")
+        title = f"service {view.service}" if view else "service"
+        if stale:
+            title += f" · STALE {age_text(age)}" if age is not None else " · no data"
+        self.border_title = title
+        self.border_subtitle = self.error or ""
+        self.refresh(layout=True)
+
+    def render(self) -> Text:
+        view = self.view
+        s = self.get_component_rich_style
+        if view is None:
+            return Text(self.error or "waiting for the first status…", style=s("service--dim"))
+        out = Text(no_wrap=True, overflow="ellipsis")
+        st = view.state
+        if st is not None and st.is_failed:
+            out.append(" FAILED ", style=s("service--bad"))
+            out.append(f" {st.unit}: {st.active}/{st.sub} result={st.result or '-'}\n", style=s("service--bad"))
+        out.append("unit    ", style=s("service--label"))
+        out.append(f"{view.unit or '-'}\n")
+        out.append("state   ", style=s("service--label"))
+        if st is None:
+            out.append("unknown\n", style=s("service--dim"))
+        else:
+            level = "service--bad" if st.is_failed else "service--ok" if st.active == "active" else "service--warn"
+            out.append(f"{st.active} ({st.sub or '-'})", style=s(level))
+            out.append(f"  result {st.result or '-'}  restarts {st.n_restarts if st.n_restarts is not None else '-'}")
+            since = None if st.since is None else self.clock() - st.since
+            out.append(f"  since {age_text(since)} ago\n" if since is not None else "\n")
+        out.append("layout  ", style=s("service--label"))
+        out.append(view.layout or "-")
+        if view.gpus_used is not None:
+            out.append(f" ({view.gpus_used} GPUs)")
+        if view.fit_verdict:
+            level = {"fits": "service--ok", "tight": "service--warn"}.get(view.fit_verdict, "service--bad")
+            out.append("  fit ")
+            out.append(view.fit_verdict, style=s(level))
+            if view.fit_detail:
+                out.append(f" ({view.fit_detail})")
+        if view.last_ready_layout:
+            out.append(f"  last ready {view.last_ready_layout}")
+        out.append("\nhealth  ", style=s("service--label"))
+        h = view.health
+        if h is None:
+            out.append("-", style=s("service--dim"))
+        else:
+            level = {"ready": "service--ok", "starting": "service--warn"}.get(h.status, "service--bad")
+            out.append(h.status, style=s(level))
+            if h.http_status is not None:
+                out.append(f" HTTP {h.http_status}")
+        phase = self.phase_override or view.phase
+        out.append("  phase ", style=s("service--label"))
+        if phase is None:
+            out.append("-", style=s("service--dim"))
+        else:
+            level = ("service--ok" if phase == Phase.READY else "service--bad" if phase == Phase.FAILED
+                     else "service--dim" if phase == Phase.STOPPED else "service--warn")
+            out.append(phase.value.replace("_", " ").upper(), style=s(level))
+        return out
+
+    def with_view(self, **changes: object) -> None:
+        if self.view is not None:
+            self.show(replace(self.view, **changes))  # type: ignore[arg-type]

@@ -1,0 +1,113 @@
+"""The journal's Line-API view: bounded storage, filters that keep lines, findings, follow mode."""
+
+from __future__ import annotations
+
+import re
+
+from textual.app import App, ComposeResult
+
+from console.domain.models import Finding, FindingClass, OomFigures
+from console.ui.widgets.journal_view import JournalView, LineFilter, marker_for
+
+OOM = Finding(
+    FindingClass.CUDA_OOM, "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 672.00 MiB.",
+    "CUDA OOM", rank="TP2",
+    oom=OomFigures(gpu=2, tried_bytes=672 * 2**20, total_bytes=None, free_bytes=int(136.94 * 2**20),
+                   in_use_bytes=None),
+)
+
+
+class ViewApp(App[None]):
+    def __init__(self, cap: int) -> None:
+        super().__init__()
+        self.cap = cap
+
+    def compose(self) -> ComposeResult:
+        yield JournalView(line_cap=self.cap)
+
+
+def lines(n: int, start: int = 0) -> list[tuple[str, str, float | None, Finding | None]]:
+    return [(f"line {i}", "u.service", None, OOM if i % 100 == 7 else None) for i in range(start, start + n)]
+
+
+async def test_storage_is_bounded_and_keeps_newest() -> None:
+    app = ViewApp(cap=1000)
+    async with app.run_test(size=(80, 20)) as pilot:
+        view = app.query_one(JournalView)
+        for k in range(20):
+            view.append_batch(lines(5000, k * 5000))
+        await pilot.pause()
+        assert view.line_count == 1000
+        assert view.lines[-1].text == "line 99999"
+        assert view.lines[0].text == "line 99000"
+        assert view.dropped == 99000
+        assert view.follow
+
+
+async def test_filter_keeps_lines_and_findings_jump() -> None:
+    app = ViewApp(cap=10_000)
+    async with app.run_test(size=(80, 20)) as pilot:
+        view = app.query_one(JournalView)
+        view.append_batch(lines(1000))
+        view.set_filter(LineFilter.parse("class:oom"))
+        assert view.row_count == 10 and view.line_count == 1000
+        view.append_batch(lines(100, 1000))
+        assert view.row_count == 11
+        view.set_filter(None)
+        assert view.row_count == 1100
+        view.set_filter(LineFilter.parse(r"line 5\d\d$"))
+        assert view.row_count == 100
+        view.set_filter(None)
+        first = view.next_finding()
+        second = view.next_finding()
+        assert first is not None and second is not None and second.seq > first.seq
+        back = view.next_finding(backwards=True)
+        assert back is not None and back.seq == first.seq
+        assert not view.follow  # jumping away from the end pauses follow
+        await pilot.pause()
+
+
+async def test_follow_pauses_when_scrolled_up_and_resumes_at_end() -> None:
+    app = ViewApp(cap=10_000)
+    async with app.run_test(size=(80, 20)) as pilot:
+        view = app.query_one(JournalView)
+        view.focus()
+        view.append_batch(lines(500))
+        await pilot.pause()
+        assert view.follow and view.scroll_y == view.max_scroll_y
+        await pilot.press("pageup")
+        await pilot.pause()
+        assert not view.follow
+        y = view.scroll_y
+        view.append_batch(lines(50, 500))
+        await pilot.pause()
+        assert view.scroll_y == y  # no jumping while the user reads
+        await pilot.press("end")
+        await pilot.pause()
+        assert view.follow
+        view.append_batch(lines(50, 550))
+        await pilot.pause()
+        assert view.scroll_y == view.max_scroll_y
+
+
+async def test_search_highlight_and_match_steps() -> None:
+    app = ViewApp(cap=10_000)
+    async with app.run_test(size=(80, 20)) as pilot:
+        view = app.query_one(JournalView)
+        view.append_batch(lines(300))
+        view.set_search(re.compile(r"line 2\d$"))
+        hit = view.next_match()
+        assert hit is not None and re.search(r"line 2\d$", hit.text)
+        await pilot.pause()
+
+
+def test_marker_names_rank_gpu_and_figures() -> None:
+    text = marker_for(OOM)
+    assert "OOM" in text and "TP2" in text and "GPU2" in text and "672.00 MiB" in text and "136.94 MiB" in text
+
+
+def test_control_characters_are_replaced() -> None:
+    from console.ui.widgets.journal_view import clean_text
+
+    assert clean_text("a\x1b[31mb\tc") == "a\ufffd[31mb c"
+    assert len(clean_text("x" * 10_000)) < 4100

@@ -1,0 +1,161 @@
+"""Smoke tests of the real test hosts and of the fixture's helpers that other integration tests use."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+GPU_NAME = "NVIDIA RTX PRO 6000 Blackwell Server Edition"
+ENGINE_UNITS = (
+    "sglang-k26-tp8.service",
+    "sglang-k26-pp8.service",
+    "sglang-k26-ep8.service",
+    "sglang-k26-tp4ep2.service",
+    "sglang-k26.service",
+    "sglang-k26-dropin.service",
+)
+
+
+def wait_for(predicate, timeout_s: float, what: str, interval_s: float = 0.2):
+    """Poll `predicate` until it returns a truthy value; fail naming `what` after `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout_s} s waiting for {what}")
+        time.sleep(interval_s)
+
+
+def unit_property(bed, host: str, unit: str, prop: str) -> str:
+    return bed.ssh(host, ["systemctl", "show", "-p", prop, "--value", unit]).stdout.strip()
+
+
+def test_every_host_answers_ssh_by_key_as_each_user(testbed) -> None:
+    assert len(testbed.hosts) >= 1
+    for h in testbed.hosts:
+        assert testbed.ssh(h.name, "hostname").stdout.strip() == h.name
+        for user in ("operator", "deploy"):
+            assert testbed.ssh(h.name, "id -un", user=user).stdout.strip() == user
+
+
+def test_systemd_is_pid1_and_the_system_runs(testbed) -> None:
+    for h in testbed.hosts:
+        assert testbed.ssh(h.name, "cat /proc/1/comm").stdout.strip() == "systemd"
+        state = testbed.ssh(h.name, "systemctl is-system-running --wait", check=False, timeout_s=90)
+        assert state.stdout.strip() in ("running", "degraded"), state.stdout + state.stderr
+
+
+def test_journald_records_lines(testbed) -> None:
+    token = f"testbed-smoke-{time.time_ns()}"
+    for h in testbed.hosts:
+        testbed.ssh(h.name, ["systemd-cat", "-t", "testbed-smoke", "echo", token])
+        wait_for(
+            lambda name=h.name: token in testbed.ssh(name, "journalctl -t testbed-smoke -o cat").stdout,
+            10,
+            f"{token} in the journal of {h.name}",
+        )
+
+
+def test_engine_units_are_installed(testbed) -> None:
+    units = [*ENGINE_UNITS, "sglang-k26@tp4ep2.service", "sglang-k26@ep8.service", "noisy.service"]
+    for h in testbed.hosts:
+        for unit in units:
+            assert unit_property(testbed, h.name, unit, "LoadState") == "loaded", (h.name, unit)
+
+
+def test_nvidia_smi_stand_in_prints_csv(testbed) -> None:
+    query = "--query-gpu=index,uuid,name,memory.total,memory.used --format=csv,noheader,nounits"
+    for h in testbed.hosts:
+        rows = [line.split(", ") for line in testbed.ssh(h.name, f"nvidia-smi {query}").stdout.splitlines()]
+        assert [int(r[0]) for r in rows] == list(range(8))
+        assert all(r[1].startswith("GPU-") and r[2] == GPU_NAME and r[3] == "97887" for r in rows), rows
+        assert all(int(r[4]) >= 0 for r in rows)
+
+
+def test_sudo_needs_a_password_for_operator_but_not_for_deploy(testbed) -> None:
+    name = testbed.names[0]
+    refused = testbed.ssh(name, "sudo -n true", user="operator", check=False)
+    assert refused.returncode != 0
+    assert "password is required" in refused.stderr
+    allowed = testbed.ssh(name, "sudo -n systemctl is-active ssh", user="deploy")
+    assert allowed.stdout.strip() == "active"
+
+
+def test_sim_engine_unit_starts_and_its_lines_reach_the_journal(clean_testbed) -> None:
+    bed = clean_testbed
+    name = bed.names[0]
+    unit = "sglang-k26-ep8.service"
+    bed.write_file(name, "/etc/serve-console/sim.env", "SERVE_CONSOLE_SIM_TIME_SCALE=0.02\n")
+    bed.ssh(name, ["systemctl", "start", unit])
+    # The engine's own stdout/stderr, not systemd's messages about the unit.
+    engine_lines = ["journalctl", "-u", unit, "_TRANSPORT=stdout", "-o", "cat"]
+    lines = wait_for(
+        lambda: bed.ssh(name, engine_lines).stdout.splitlines(), 15, f"engine lines in journalctl -u {unit}"
+    )
+    state = unit_property(bed, name, unit, "ActiveState")
+    assert state == "active", "\n".join([state, *lines[-20:]])
+    bed.ssh(name, ["systemctl", "stop", unit])
+    assert unit_property(bed, name, unit, "ActiveState") in ("inactive", "failed")
+
+
+def test_journald_keeps_every_line_at_2000_per_second(clean_testbed) -> None:
+    bed = clean_testbed
+    name = bed.names[0]
+    bed.ssh(name, "systemctl start noisy.service && sleep 2 && systemctl stop noisy.service")
+    out = bed.ssh(name, "journalctl -u noisy.service -o cat | grep '^noisy line '").stdout
+    numbers = [int(line.rsplit(" ", 1)[1]) for line in out.splitlines()]
+    assert len(numbers) >= 2000
+    assert numbers == list(range(1, len(numbers) + 1))
+
+
+def test_cut_network_stops_ssh_and_restore_brings_it_back(clean_testbed) -> None:
+    bed = clean_testbed
+    name = bed.names[0]
+    with bed.network_cut(name):
+        cut = bed.ssh(name, "true", check=False, extra_options=("-o", "ConnectTimeout=1"))
+        assert cut.returncode == 255
+    wait_for(lambda: bed.ssh(name, "true", check=False).returncode == 0, 10, f"ssh to {name} after restore")
+
+
+def test_stopped_host_is_down_and_comes_back(clean_testbed) -> None:
+    bed = clean_testbed
+    name = bed.names[-1]
+    bed.stop_host(name)
+    assert not bed.is_running(name)
+    down = bed.ssh(name, "true", check=False, extra_options=("-o", "ConnectTimeout=1"))
+    assert down.returncode == 255
+    bed.start_host(name)
+    assert bed.is_running(name)
+    assert bed.ssh(name, "hostname").stdout.strip() == name
+
+
+def test_replaced_host_key_is_refused_until_restored(clean_testbed) -> None:
+    bed = clean_testbed
+    name = bed.names[0]
+    old = bed.known_hosts.read_text()
+    new_key = bed.replace_host_key(name)
+    assert new_key.split()[1] not in old
+    refused = bed.ssh(name, "true", check=False)
+    assert refused.returncode == 255
+    assert "host key" in refused.stderr.lower() or "identification has changed" in refused.stderr.lower()
+    bed.restore_host_key(name)
+    assert bed.ssh(name, "true").returncode == 0
+
+
+def test_drop_ssh_sessions_ends_open_connections(clean_testbed) -> None:
+    bed = clean_testbed
+    name = bed.names[0]
+    argv = ["ssh", "-F", str(bed.ssh_config), name, "--", "sleep 60"]
+    with subprocess.Popen(
+        argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    ) as held:
+        wait_for(lambda: "sleep 60" in bed.ssh(name, "ps -eo args").stdout, 10, "the held session's sleep")
+        bed.drop_ssh_sessions(name)
+        assert held.wait(timeout=10) == 255
+    assert bed.ssh(name, "true").returncode == 0

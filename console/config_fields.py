@@ -52,7 +52,7 @@ class KeyLocator:
 
     def __init__(self, text: str) -> None:
         self._lines: dict[KeyPath, int] = {}
-        self._text_lines = text.splitlines()
+        self._text_lines = text.split("\n")  # TOML lines end at \n only (not at \x85 or \u2028)
         self._scan()
 
     def _scan(self) -> None:

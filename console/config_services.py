@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -89,8 +90,8 @@ def base_url(table: Table, key: str) -> str:
     return value.rstrip("/")
 
 
-def local_file(table: Table, key: str, base_dir: Path) -> Path | None:
-    """A readable local file, relative paths taken from the config file's directory."""
+def model_config_file(table: Table, key: str, base_dir: Path) -> Path | None:
+    """A readable JSON object file (a model's config.json), relative to the config file's directory."""
     value = table.text(key)
     if value is None:
         return None
@@ -98,11 +99,14 @@ def local_file(table: Table, key: str, base_dir: Path) -> Path | None:
         raise table.error(key, f"not a file path: {shown(value)}")
     path = (base_dir / Path(value).expanduser()).resolve()
     try:
-        with path.open("rb") as handle:
-            handle.read(1)
+        data = json.loads(path.read_bytes())
     except OSError as exc:
         reason = exc.strerror or type(exc).__name__
         raise table.error(key, f"cannot read {shown(str(path))}: {reason}") from None
+    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError both
+        raise table.error(key, f"{shown(str(path))} is not JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise table.error(key, f"{shown(str(path))} is not a config.json (a JSON object)")
     return path
 
 
@@ -118,7 +122,7 @@ def parse_service(table: Table, name: str, base_dir: Path, *, sim_host: bool) ->
     for key in _MAPPING_KEYS[mapping]:
         table.require(key, f" for mapping = {mapping!r}")
     env_file = table.text("env_file", pattern=ABSOLUTE_PATH, describe="an absolute path on the host")
-    model_config = local_file(table, "model_config", base_dir)
+    model_config = model_config_file(table, "model_config", base_dir)
     if sim_host and model_config is None:
         table.require("model_config", " on a sim host (the simulated engine loads it)")
     service = ServiceConfig(

@@ -273,6 +273,21 @@ def test_layout_error_message_is_passed_through(tmp_path: Path) -> None:
     assert "3" in str(caught.value).split("'TP4 EP3': ", 1)[1]
 
 
+@pytest.mark.parametrize(("content", "expected"), [
+    (b"{not json", "is not JSON: "),
+    (b"[1, 2]", "is not a config.json (a JSON object)"),
+    (b"\xff\xfe", "is not JSON: "),
+])
+def test_model_config_must_be_a_json_object(tmp_path: Path, content: bytes, expected: str) -> None:
+    (tmp_path / "config.json").write_bytes(content)
+    path = tmp_path / "hosts.toml"
+    path.write_text(SERVICE + 'model_config = "config.json"\n')
+    with pytest.raises(ConfigError) as caught:
+        load_config(path)
+    assert str(caught.value).startswith(f"{path}:7: hosts.h.services.s.model_config: ")
+    assert expected in str(caught.value) and "\n" not in str(caught.value)
+
+
 def test_config_values_are_frozen() -> None:
     config: ConsoleConfig = load_config(demo_config_path())
     with pytest.raises(AttributeError):

@@ -1,0 +1,179 @@
+"""`python -m console.sim.engine`: a simulated SGLang server, a real process on a simulated GPU host.
+
+It prints SGLang's start-up lines, fills the GPU ledger as it "loads" each rank's weights tensor by
+tensor (from the fit predictor's load plan), dies with the real CUDA OOM traceback when a tensor does
+not fit, binds its HTTP port only after the CUDA graphs (as SGLang does), warms up through its own
+HTTP API, and serves OpenAI-compatible completions at the layout's speed. SIGTERM stops it cleanly
+(exit 0) at any point; the ledger file goes with it.
+
+Only stdlib, aiohttp and console.domain are imported: the test hosts run it under Debian's python3.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import json
+import os
+import signal
+import sys
+from collections.abc import Sequence
+
+from console.domain.layout import check_layout, gpus_used
+from console.domain.model_spec import ModelSpec, load_model_spec
+from console.domain.models import Engine
+from console.errors import UsageError
+from console.sim import failures
+from console.sim.clock import SimClock
+from console.sim.engine_args import EngineArgs, parse_engine_args
+from console.sim.ledger import ProcLedger, ensure_inventory, read_inventory
+from console.sim.logfmt import EngineLog
+from console.sim.startup import EngineExit, Startup
+
+PROCESS_NAME = "sglang::scheduler"
+WARMUP_PROMPT = "The capital city of France is"
+
+
+def _layout_problem(args: EngineArgs, spec: ModelSpec) -> str | None:
+    reason = check_layout(args.layout, Engine.SGLANG, num_experts=spec.num_experts or None,
+                          gpu_count=args.gpu_count)
+    if reason is None and gpus_used(args.layout, Engine.SGLANG) > args.gpu_count:
+        reason = f"the layout needs {gpus_used(args.layout, Engine.SGLANG)} GPUs, the host has {args.gpu_count}"
+    return reason
+
+
+class SimEngine:
+    """One engine run: start-up story, HTTP server, warm-up, serving, shutdown."""
+
+    def __init__(self, args: EngineArgs, spec: ModelSpec, config: dict) -> None:
+        self.args, self.spec, self.config = args, spec, config
+        self.log = EngineLog()
+        self.clock = SimClock(args.time_scale)
+        self.ledger = ProcLedger(args.ledger_dir, name=PROCESS_NAME)
+        self.http = None
+        self.stop_requested = asyncio.Event()
+
+    async def run(self) -> int:
+        """Run until stopped or failed; returns the exit status."""
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self.stop_requested.set)
+        story = asyncio.create_task(self.story())
+        stopper = asyncio.create_task(self.stop_requested.wait())
+        try:
+            await asyncio.wait({story, stopper}, return_when=asyncio.FIRST_COMPLETED)
+            if story.done():
+                exc = story.exception()
+                if isinstance(exc, EngineExit):
+                    return exc.code
+                if exc is not None:
+                    raise exc
+                return 0
+            story.cancel()
+            with contextlib.suppress(asyncio.CancelledError, EngineExit):
+                await story
+            await self.shutdown()
+            return 0
+        finally:
+            stopper.cancel()
+            if self.http is not None:
+                await self.http.stop()
+            self.ledger.remove()
+
+    async def shutdown(self) -> None:
+        """uvicorn's shutdown lines, when the server was up."""
+        if self.http is None:
+            return
+        self.log.uvicorn("INFO", "Shutting down")
+        self.log.uvicorn("INFO", "Waiting for application shutdown.")
+        self.log.uvicorn("INFO", "Application shutdown complete.")
+        self.log.uvicorn("INFO", f"Finished server process [{os.getpid()}]")
+
+    async def story(self) -> None:
+        from console.sim.generation import Generator
+        from console.sim.http_server import EngineHttp
+        from console.sim.metrics import Metrics
+
+        startup = Startup(self.args, self.spec, self.config, self.log, self.ledger, self.clock)
+        report = await startup.run()
+        metrics = Metrics()
+
+        def on_load(running: int) -> None:
+            startup.set_util(0, 1) if running == 0 else startup.set_util(min(60 + 9 * running, 90), 99)
+            startup.sync_ledger()
+
+        generator = Generator(self.args.layout, self.clock, self.log, startup.ranks[0], metrics,
+                              report.max_total_num_tokens, on_load)
+        http = EngineHttp(served_name=self.args.served_model_name, model_path=self.args.model_path,
+                          context_len=report.context_len, generator=generator, metrics=metrics, log=self.log)
+        await startup.at(startup.t + 0.3)
+        self.log.uvicorn("INFO", f"Started server process [{os.getpid()}]")
+        self.log.uvicorn("INFO", "Waiting for application startup.")
+        self.log.uvicorn("INFO", "Application startup complete.")
+        if self.args.fail == "port":
+            self.log.uvicorn("ERROR", failures.port_in_use_line(self.args.host, self.args.port))
+            raise EngineExit(1)
+        try:
+            await http.start(self.args.host, self.args.port)
+        except OSError as exc:
+            if exc.errno != errno.EADDRINUSE:
+                self.log.uvicorn("ERROR", f"[Errno {exc.errno}] {exc.strerror}")
+                raise EngineExit(1) from None
+            self.log.uvicorn("ERROR", failures.port_in_use_line(self.args.host, self.args.port))
+            raise EngineExit(1) from None
+        self.http = http
+        self.log.uvicorn("INFO", f"Uvicorn running on http://{self.args.host}:{self.args.port} "
+                                 "(Press CTRL+C to quit)")
+        await self.warm_up(startup)
+        http.ready = True
+        self.log.log("The server is fired up and ready to roll!")
+        await asyncio.Event().wait()  # serve until stopped
+
+    async def warm_up(self, startup: Startup) -> None:
+        """SGLang's warm-up thread: poll /get_model_info, then one short /generate, over real HTTP."""
+        import aiohttp
+
+        host = self.args.host
+        if host in ("0.0.0.0", "", "::"):
+            host = "127.0.0.1"
+        base = f"http://{'[' + host + ']' if ':' in host else host}:{self.args.port}"
+        await startup.at(startup.t + 1.0)
+        async with aiohttp.ClientSession() as session:
+            async with session.get(f"{base}/get_model_info") as resp:
+                await resp.read()
+            payload = {"text": WARMUP_PROMPT, "sampling_params": {"temperature": 0, "max_new_tokens": 8}}
+            async with session.post(f"{base}/generate", json=payload) as resp:
+                await resp.read()
+                if resp.status != 200:
+                    self.log.log(f"Initialization failed. warmup error: HTTP {resp.status}")
+                    raise EngineExit(1)
+
+
+def _read_config(args: EngineArgs) -> tuple[ModelSpec, dict]:
+    spec = load_model_spec(args.config_path)
+    return spec, json.loads(args.config_path.read_text(encoding="utf-8"))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point; returns the process exit status."""
+    args = parse_engine_args(argv)
+    log = EngineLog()
+    try:
+        spec, config = _read_config(args)
+    except UsageError as exc:
+        log.raw(f"Error: {exc}")
+        return 1
+    problem = _layout_problem(args, spec)
+    if problem is not None:
+        log.log("Traceback (most recent call last):")
+        log.raw(f'  File "{failures.SITE}/sglang/srt/server_args.py", line 612, in check_server_args')
+        log.raw(f"AssertionError: {problem}")
+        return 1
+    if not read_inventory(args.ledger_dir):
+        ensure_inventory(args.ledger_dir, args.gpu_count, args.gpu_total_mib, args.gpu_name)
+    return asyncio.run(SimEngine(args, spec, config).run())
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,184 @@
+"""The failure texts a real SGLang 0.5 server writes, with this run's true figures filled in.
+
+Each function returns lines; the engine prints them and exits 1, as SGLang's launcher does once a
+scheduler reports an exception (`Received sigquit from a child process`).
+"""
+
+from __future__ import annotations
+
+import time
+
+from console.domain.units import format_bytes
+
+SITE = "/usr/local/lib/python3.12/dist-packages"
+SIGQUIT_LINE = "Received sigquit from a child process. It usually means the child failed."
+
+_SCHEDULER_FRAMES = [
+    (f"{SITE}/sglang/srt/managers/scheduler.py", 2906, "run_scheduler_process",
+     "scheduler = Scheduler(", "            ^^^^^^^^^^"),
+    (f"{SITE}/sglang/srt/managers/scheduler.py", 312, "__init__",
+     "self.tp_worker = TpModelWorker(", "                 ^^^^^^^^^^^^^^"),
+    (f"{SITE}/sglang/srt/managers/tp_worker.py", 82, "__init__",
+     "self.model_runner = ModelRunner(", "                    ^^^^^^^^^^^^"),
+    (f"{SITE}/sglang/srt/model_executor/model_runner.py", 239, "__init__",
+     "self.initialize(min_per_gpu_memory)", None),
+]
+_LOAD_FRAMES = [
+    (f"{SITE}/sglang/srt/model_executor/model_runner.py", 320, "initialize", "self.load_model()", None),
+    (f"{SITE}/sglang/srt/model_executor/model_runner.py", 745, "load_model",
+     "self.model = get_model(", "             ^^^^^^^^^^"),
+    (f"{SITE}/sglang/srt/model_loader/__init__.py", 28, "get_model",
+     "return loader.load_model(", "       ^^^^^^^^^^^^^^^^^^"),
+    (f"{SITE}/sglang/srt/model_loader/loader.py", 594, "load_model",
+     "model = _initialize_model(", "        ^^^^^^^^^^^^^^^^^^"),
+    (f"{SITE}/sglang/srt/model_loader/loader.py", 262, "_initialize_model",
+     "return model_class(", "       ^^^^^^^^^^^^"),
+]
+_MOE_FRAMES = [
+    (f"{SITE}/sglang/srt/layers/moe/fused_moe_triton/layer.py", 250, "__init__",
+     "self.quant_method.create_weights(", None),
+    (f"{SITE}/sglang/srt/layers/quantization/compressed_tensors/compressed_tensors_moe.py", 1046,
+     "create_weights", "torch.empty(", None),
+]
+_DENSE_FRAMES = [
+    (f"{SITE}/sglang/srt/layers/linear.py", 412, "__init__", "self.quant_method.create_weights(", None),
+    (f"{SITE}/sglang/srt/layers/quantization/unquant.py", 118, "create_weights", "torch.empty(", None),
+]
+_TORCH_DEVICE_FRAME = (f"{SITE}/torch/utils/_device.py", 104, "__torch_function__",
+                       "return func(*args, **kwargs)", "       ^^^^^^^^^^^^^^^^^^^^^")
+
+# The model file and the layer constructor chain SGLang goes through, by model_type.
+_MODEL_FILES = {
+    "deepseek_v3": "deepseek_v2", "deepseek_v2": "deepseek_v2", "kimi_k2": "deepseek_v2",
+    "kimi_k25": "deepseek_v2", "qwen3_moe": "qwen3_moe", "qwen2_moe": "qwen2_moe",
+    "mixtral": "mixtral", "llama": "llama", "qwen3": "qwen3", "qwen2": "qwen2",
+}
+
+CUDA_GRAPH_SOLUTIONS = [
+    "Possible solutions:",
+    "1. set --mem-fraction-static to a smaller value (e.g., 0.8 or 0.7)",
+    "2. set --cuda-graph-max-bs to a smaller value (e.g., 16)",
+    "3. disable torch compile by not using --enable-torch-compile",
+    "4. disable CUDA graph by --disable-cuda-graph. (Not recommended. Huge performance loss)",
+    "Open an issue on GitHub https://github.com/sgl-project/sglang/issues/new/choose ",
+]
+
+
+def _frames(frames: list[tuple[str, int, str, str, str | None]]) -> list[str]:
+    out = []
+    for path, line, func, code, carets in frames:
+        out.append(f'  File "{path}", line {line}, in {func}')
+        out.append(f"    {code}")
+        if carets:
+            out.append(f"    {carets}")
+    return out
+
+
+def _model_frames(model_type: str, moe: bool) -> list[tuple[str, int, str, str, str | None]]:
+    module = _MODEL_FILES.get(model_type, "llama")
+    path = f"{SITE}/sglang/srt/models/{module}.py"
+    frames: list[tuple[str, int, str, str, str | None]] = [
+        (path, 2813, "__init__", "self.model = DeepseekV2Model(" if module == "deepseek_v2"
+         else "self.model = Model(", None),
+        (path, 2601, "__init__", "self.layers, self.start_layer, self.end_layer = make_layers(", None),
+        (f"{SITE}/sglang/srt/utils/common.py", 563, "make_layers", "+ [", None),
+        (f"{SITE}/sglang/srt/utils/common.py", 564, "<listcomp>",
+         "maybe_offload_to_cpu(layer_fn(idx=idx, prefix=add_prefix(idx, prefix)))", None),
+        (path, 2315, "__init__", "self.mlp = DeepseekV2MoE(" if moe else "self.mlp = MLP(", None),
+    ]
+    if moe:
+        frames.append((path, 405, "__init__", "self.experts = get_moe_impl_class(quant_config)(", None))
+    return frames
+
+
+def cuda_oom_lines(
+    *,
+    rank_prefix: str,
+    gpu: int,
+    tried_bytes: int,
+    capacity_bytes: int,
+    free_bytes: int,
+    in_use_bytes: int,
+    allocated_bytes: int,
+    reserved_unallocated_bytes: int,
+    model_type: str,
+    moe_tensor: bool,
+) -> list[str]:
+    """The scheduler's traceback for a CUDA OOM while the model's weights are created."""
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+    message = (
+        f"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate {format_bytes(tried_bytes)}. "
+        f"GPU {gpu} has a total capacity of {format_bytes(capacity_bytes)} of which "
+        f"{format_bytes(free_bytes)} is free. Including non-PyTorch memory, this process has "
+        f"{format_bytes(in_use_bytes)} memory in use. Of the allocated memory "
+        f"{format_bytes(allocated_bytes)} is allocated by PyTorch, and "
+        f"{format_bytes(reserved_unallocated_bytes)} is reserved by PyTorch but unallocated. If reserved "
+        "but unallocated memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to "
+        "avoid fragmentation.  See documentation for Memory Management  "
+        "(https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)"
+    )
+    tail = _MOE_FRAMES if moe_tensor else _DENSE_FRAMES
+    return [
+        f"[{stamp}{rank_prefix}] Scheduler hit an exception: Traceback (most recent call last):",
+        *_frames(_SCHEDULER_FRAMES + _LOAD_FRAMES + _model_frames(model_type, moe_tensor) + tail
+                 + [_TORCH_DEVICE_FRAME]),
+        message,
+        "",
+    ]
+
+
+def kv_too_small_lines(rank_prefix: str) -> list[str]:
+    """SGLang's error when the weights leave no room for the KV pool under --mem-fraction-static."""
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+    return [
+        f"[{stamp}{rank_prefix}] Scheduler hit an exception: Traceback (most recent call last):",
+        *_frames(_SCHEDULER_FRAMES + [
+            (f"{SITE}/sglang/srt/model_executor/model_runner.py", 331, "initialize",
+             "self.init_memory_pool(", None),
+            (f"{SITE}/sglang/srt/model_executor/model_runner.py", 1511, "init_memory_pool",
+             "raise RuntimeError(", None),
+        ]),
+        "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.",
+        "",
+    ]
+
+
+def cuda_graph_lines(rank_prefix: str) -> list[str]:
+    """SGLang's wrapped error when CUDA graph capture fails, with its possible solutions."""
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+    cause = "CUDA error: operation not permitted when stream is capturing"
+    return [
+        f"[{stamp}{rank_prefix}] Scheduler hit an exception: Traceback (most recent call last):",
+        *_frames(_SCHEDULER_FRAMES + [
+            (f"{SITE}/sglang/srt/model_executor/model_runner.py", 345, "initialize",
+             "self.init_device_graphs()", None),
+            (f"{SITE}/sglang/srt/model_executor/model_runner.py", 1890, "init_device_graphs",
+             "self.graph_runner = graph_runners[self.device](self)", None),
+            (f"{SITE}/sglang/srt/model_executor/cuda_graph_runner.py", 392, "__init__",
+             "raise Exception(", None),
+        ]),
+        f"Exception: Capture cuda graph failed: {cause}",
+        *CUDA_GRAPH_SOLUTIONS,
+        "",
+    ]
+
+
+def nccl_watchdog_lines(rank: int, *, timeout_ms: int, ran_ms: int, seq: int = 1) -> list[str]:
+    """What c10d's watchdog writes when a collective never completes on `rank`."""
+    now = time.time()
+    stamp = time.strftime("%m%d %H:%M:%S", time.localtime(now)) + f".{int(now % 1 * 1e6):06d}"
+    work = (f"WorkNCCL(SeqNum={seq}, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)={timeout_ms}) "
+            f"ran for {ran_ms} milliseconds before timing out.")
+    return [
+        f"[rank{rank}]:[E{stamp} 1 ProcessGroupNCCL.cpp:632] [Rank {rank}] Watchdog caught collective "
+        f"operation timeout: {work}",
+        f"[rank{rank}]:[E{stamp} 1 ProcessGroupNCCL.cpp:2271] [PG ID 0 PG GUID 0(default_pg) Rank {rank}] "
+        f"Process group watchdog thread terminated with exception: [Rank {rank}] Watchdog caught "
+        f"collective operation timeout: {work}",
+        "terminate called after throwing an instance of 'c10::DistBackendError'",
+    ]
+
+
+def port_in_use_line(host: str, port: int) -> str:
+    """uvicorn's bind error (SGLang binds only after loading, so this can come minutes in)."""
+    return f"[Errno 98] error while attempting to bind on address ('{host}', {port}): address already in use"

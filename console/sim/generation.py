@@ -1,0 +1,146 @@
+"""Token generation at a layout's speed, and the `sglang:` metrics it feeds.
+
+Decode speed at concurrency 1 follows the seed's measurements on 8x RTX PRO 6000 (PCIe) for Kimi K2.6:
+TP8 26.3, PP8 36.9 and TP8 EP8 65.3 tok/s, with aggregate ceilings of about 808, 396 and 961 tok/s.
+Other layouts are interpolated: fewer TP ranks mean fewer PCIe all-reduces per token (faster per
+request), EP removes the expert all-reduce (moves a TP layout towards the EP figure), PP pays a hop
+per stage. Per-request speed at concurrency c is r1 / (1 + (c - 1) r1 / A), which tends to the ceiling A.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import AsyncIterator, Callable
+
+from console.domain.layout import Layout
+from console.sim.clock import SimClock
+from console.sim.logfmt import EngineLog, Rank
+from console.sim.metrics import Metrics
+
+TP8_RATE, PP8_RATE, EP8_RATE = 26.3, 36.9, 65.3
+TP8_CEILING, PP8_CEILING, EP8_CEILING = 808.0, 396.0, 961.0
+PREFILL_TOKENS_PER_S = 6000.0
+DECODE_LOG_INTERVAL = 40
+
+_WORDS = (
+    "The", "cluster", "serves", "tokens", "from", "eight", "GPUs", ",", "and", "each", "layer", "moves",
+    "its", "experts", "across", "the", "PCIe", "fabric", ".", "Latency", "depends", "on", "how", "the",
+    "model", "is", "split", ":", "tensor", "parallel", "ranks", "all-reduce", "every", "step", ",",
+    "while", "expert", "parallel", "ranks", "exchange", "only", "routed", "activations", ".",
+)
+
+
+def _tp_rate(tp: int) -> float:
+    return TP8_RATE * (8 / max(tp, 1)) ** 0.35
+
+
+def decode_rate_c1(layout: Layout) -> float:
+    """Tokens per second one request gets when it runs alone."""
+    tp, pp, ep = max(layout.tp, 1), max(layout.pp, 1), max(layout.ep, 1)
+    rate = _tp_rate(tp)
+    if ep > 1 and tp > 1:
+        ep_rate = EP8_RATE * (8 / tp) ** 0.2
+        rate += (ep_rate - rate) * math.log2(ep) / math.log2(tp)
+    if pp > 1:
+        pp_rate = PP8_RATE * (8 / pp) ** 0.1
+        rate = pp_rate * (1 + 0.1 * math.log2(tp)) if tp > 1 else pp_rate
+    return round(rate, 2)
+
+
+def aggregate_ceiling(layout: Layout) -> float:
+    """The most tokens per second the whole engine reaches under load."""
+    tp, pp, ep = max(layout.tp, 1), max(layout.pp, 1), max(layout.ep, 1)
+    replicas = 1 if layout.dp_attention else max(layout.dp, 1)
+    if pp > 1:
+        ceiling = PP8_CEILING * (pp * tp / 8) ** 0.5
+    elif ep > 1:
+        ceiling = TP8_CEILING + (EP8_CEILING - TP8_CEILING) * math.log2(ep) / math.log2(max(tp, 2))
+        ceiling *= (tp / 8) ** 0.5
+    else:
+        ceiling = TP8_CEILING * (tp / 8) ** 0.5
+    return ceiling * replicas
+
+
+def per_request_rate(layout: Layout, running: int) -> float:
+    """Tokens per second for each of `running` concurrent requests."""
+    r1, ceiling = decode_rate_c1(layout), aggregate_ceiling(layout)
+    return r1 / (1 + (max(running, 1) - 1) * r1 / ceiling)
+
+
+def token_text(i: int) -> str:
+    """The i-th generated token's text (a fixed, readable word stream)."""
+    word = _WORDS[i % len(_WORDS)]
+    return word if word in ",.:" else " " + word
+
+
+def count_prompt_tokens(text: str) -> int:
+    """A tokenizer's rough count: about four characters per token."""
+    return max(1, (len(text) + 3) // 4)
+
+
+class Generator:
+    """Runs requests at the layout's pace and writes SGLang's batch log lines."""
+
+    def __init__(self, layout: Layout, clock: SimClock, log: EngineLog, rank0: Rank, metrics: Metrics,
+                 max_total_tokens: int, on_load: Callable[[int], None]) -> None:
+        self.layout, self.clock, self.log, self.rank0 = layout, clock, log, rank0
+        self.metrics = metrics
+        self.max_total_tokens = max(max_total_tokens, 1)
+        self.on_load = on_load
+        self.running = 0
+        self.used_tokens = 0
+        self._steps = 0.0
+        self._window: list[float] = []
+
+    def _usage(self) -> float:
+        return self.used_tokens / self.max_total_tokens
+
+    async def generate(self, prompt_tokens: int, max_tokens: int) -> AsyncIterator[str]:
+        """Yield `max_tokens` token texts, the first after the prefill, then one per decode step."""
+        start = time.monotonic()
+        self.log.log(f"Prefill batch. #new-seq: 1, #new-token: {prompt_tokens}, #cached-token: 0, "
+                     f"token usage: {self._usage():.2f}, #running-req: {self.running}, #queue-req: 0,",
+                     self.rank0)
+        self.running += 1
+        self.used_tokens += prompt_tokens
+        self.metrics.request_started(prompt_tokens)
+        self.on_load(self.running)
+        produced, first_at, last_at = 0, None, start
+        try:
+            await self.clock.sleep(0.03 + prompt_tokens / PREFILL_TOKENS_PER_S)
+            for i in range(max_tokens):
+                if i:
+                    await self.clock.sleep(1.0 / per_request_rate(self.layout, self.running))
+                now = time.monotonic()
+                if first_at is None:
+                    first_at = now
+                    self.metrics.observe_ttft(now - start)
+                else:
+                    self.metrics.observe_tpot(now - last_at)
+                last_at = now
+                produced += 1
+                self.used_tokens += 1
+                self._decode_step(now)
+                yield token_text(i)
+        finally:
+            self.running -= 1
+            self.used_tokens = max(0, self.used_tokens - prompt_tokens - produced)
+            self.metrics.request_finished(produced, time.monotonic() - start)
+            self.on_load(self.running)
+
+    def _decode_step(self, now: float) -> None:
+        self.metrics.generated(1)
+        self._window.append(now)
+        cutoff = now - 5.0
+        while self._window and self._window[0] < cutoff:
+            self._window.pop(0)
+        span = now - self._window[0] if len(self._window) > 1 else 0.0
+        throughput = (len(self._window) - 1) / span if span > 0 else 0.0
+        self.metrics.set_throughput(throughput, self.running, self.used_tokens, self._usage())
+        before = int(self._steps // DECODE_LOG_INTERVAL)
+        self._steps += 1.0 / max(self.running, 1)
+        if int(self._steps // DECODE_LOG_INTERVAL) > before:
+            self.log.log(f"Decode batch. #running-req: {self.running}, #token: {self.used_tokens}, "
+                         f"token usage: {self._usage():.2f}, cuda graph: True, "
+                         f"gen throughput (token/s): {throughput:.2f}, #queue-req: 0,", self.rank0)

@@ -1,0 +1,187 @@
+"""The simulated engine's HTTP API (aiohttp >= 3.8), shaped like SGLang's.
+
+`/v1/models` and `/get_model_info` answer as soon as the server listens; `/health` and
+`/health_generate` answer 503 until the warm-up generation has succeeded, then 200. Completions stream
+as server-sent events (`data: {...}` chunks, then `data: [DONE]`). Access lines look like uvicorn's.
+"""
+
+from __future__ import annotations
+
+import http
+import json
+import time
+import uuid
+from typing import Any
+
+from aiohttp import web
+from aiohttp.abc import AbstractAccessLogger
+
+from console.sim.generation import Generator, count_prompt_tokens
+from console.sim.logfmt import EngineLog
+from console.sim.metrics import Metrics
+
+DEFAULT_MAX_TOKENS = 128
+
+
+def _access_logger_for(log: EngineLog) -> type[AbstractAccessLogger]:
+    class UvicornAccessLogger(AbstractAccessLogger):
+        """Writes `INFO:     127.0.0.1:51234 - "GET /v1/models HTTP/1.1" 200 OK` per request."""
+
+        @property
+        def enabled(self) -> bool:  # aiohttp >= 3.9 asks; our lines do not go through logging
+            return True
+
+        def log(self, request: web.BaseRequest, response: web.StreamResponse, time: float) -> None:
+            peer = request.transport.get_extra_info("peername") if request.transport else None
+            client = f"{peer[0]}:{peer[1]}" if peer else "-"
+            try:
+                phrase = http.HTTPStatus(response.status).phrase
+            except ValueError:
+                phrase = ""
+            version = f"{request.version.major}.{request.version.minor}"
+            log.uvicorn("INFO", f'{client} - "{request.method} {request.path_qs} HTTP/{version}" '
+                                f"{response.status} {phrase}")
+
+    return UvicornAccessLogger
+
+
+class EngineHttp:
+    """The aiohttp application and its runner."""
+
+    def __init__(self, *, served_name: str, model_path: str, context_len: int, generator: Generator,
+                 metrics: Metrics, log: EngineLog) -> None:
+        self.served_name, self.model_path, self.context_len = served_name, model_path, context_len
+        self.generator, self.metrics, self.log = generator, metrics, log
+        self.ready = False
+        self.created = int(time.time())
+        self.app = web.Application()
+        self.app.router.add_get("/v1/models", self.models)
+        self.app.router.add_get("/get_model_info", self.model_info)
+        self.app.router.add_get("/get_server_info", self.server_info)
+        self.app.router.add_get("/health", self.health)
+        self.app.router.add_get("/health_generate", self.health)
+        self.app.router.add_get("/metrics", self.metrics_page)
+        self.app.router.add_post("/generate", self.native_generate)
+        self.app.router.add_post("/v1/completions", self.completions)
+        self.app.router.add_post("/v1/chat/completions", self.chat_completions)
+        self.runner: web.AppRunner | None = None
+
+    async def start(self, host: str, port: int) -> None:
+        """Listen on host:port; raises OSError (errno 98) if the address is taken."""
+        runner = web.AppRunner(self.app, access_log_class=_access_logger_for(self.log),
+                               handle_signals=False)
+        await runner.setup()
+        site = web.TCPSite(runner, host, port)
+        try:
+            await site.start()
+        except OSError:
+            await runner.cleanup()
+            raise
+        self.runner = runner
+
+    async def stop(self) -> None:
+        if self.runner is not None:
+            await self.runner.cleanup()
+            self.runner = None
+
+    # -- endpoints -------------------------------------------------------------------------------
+    async def models(self, request: web.Request) -> web.Response:
+        return web.json_response({"object": "list", "data": [{
+            "id": self.served_name, "object": "model", "created": self.created, "owned_by": "sglang",
+            "root": self.served_name, "max_model_len": self.context_len}]})
+
+    async def model_info(self, request: web.Request) -> web.Response:
+        return web.json_response({"model_path": self.model_path, "tokenizer_path": self.model_path,
+                                  "is_generation": True, "preferred_sampling_params": None,
+                                  "weight_version": "default"})
+
+    async def server_info(self, request: web.Request) -> web.Response:
+        return web.json_response({"served_model_name": self.served_name, "context_length": self.context_len,
+                                  "max_total_num_tokens": self.generator.max_total_tokens,
+                                  "version": "0.5.5"})
+
+    async def health(self, request: web.Request) -> web.Response:
+        return web.Response(status=200 if self.ready else 503)
+
+    async def metrics_page(self, request: web.Request) -> web.Response:
+        return web.Response(text=self.metrics.render(self.served_name),
+                            content_type="text/plain", charset="utf-8")
+
+    async def _json(self, request: web.Request) -> dict[str, Any]:
+        try:
+            body = await request.json()
+        except (ValueError, UnicodeDecodeError):
+            raise web.HTTPBadRequest(text=json.dumps({"object": "error", "message": "invalid JSON body",
+                                                      "type": "BadRequestError", "code": 400}),
+                                     content_type="application/json") from None
+        if not isinstance(body, dict):
+            raise web.HTTPBadRequest(text='{"object": "error", "message": "body must be an object"}',
+                                     content_type="application/json")
+        return body
+
+    async def native_generate(self, request: web.Request) -> web.Response:
+        body = await self._json(request)
+        params = body.get("sampling_params") or {}
+        max_tokens = int(params.get("max_new_tokens") or DEFAULT_MAX_TOKENS)
+        prompt_tokens = count_prompt_tokens(str(body.get("text") or ""))
+        text = "".join([t async for t in self.generator.generate(prompt_tokens, max_tokens)])
+        return web.json_response({"text": text, "meta_info": {
+            "id": uuid.uuid4().hex, "finish_reason": {"type": "length", "length": max_tokens},
+            "prompt_tokens": prompt_tokens, "completion_tokens": max_tokens, "cached_tokens": 0}})
+
+    async def completions(self, request: web.Request) -> web.StreamResponse:
+        body = await self._json(request)
+        prompt = body.get("prompt") or ""
+        prompt_text = prompt if isinstance(prompt, str) else " ".join(map(str, prompt))
+        return await self._complete(request, body, count_prompt_tokens(prompt_text), chat=False)
+
+    async def chat_completions(self, request: web.Request) -> web.StreamResponse:
+        body = await self._json(request)
+        messages = body.get("messages") or []
+        text = " ".join(str(m.get("content") or "") for m in messages if isinstance(m, dict))
+        return await self._complete(request, body, count_prompt_tokens(text) + 4 * len(messages), chat=True)
+
+    async def _complete(self, request: web.Request, body: dict[str, Any], prompt_tokens: int, *,
+                        chat: bool) -> web.StreamResponse:
+        max_tokens = int(body.get("max_tokens") or body.get("max_completion_tokens") or DEFAULT_MAX_TOKENS)
+        rid = uuid.uuid4().hex
+        kind = "chat.completion" if chat else "text_completion"
+        model = body.get("model") or self.served_name
+        created = int(time.time())
+        usage = {"prompt_tokens": prompt_tokens, "completion_tokens": max_tokens,
+                 "total_tokens": prompt_tokens + max_tokens}
+        if not body.get("stream"):
+            text = "".join([t async for t in self.generator.generate(prompt_tokens, max_tokens)])
+            choice: dict[str, Any] = {"index": 0, "logprobs": None, "finish_reason": "length"}
+            if chat:
+                choice["message"] = {"role": "assistant", "content": text, "reasoning_content": None,
+                                     "tool_calls": None}
+            else:
+                choice["text"] = text
+            return web.json_response({"id": rid, "object": kind, "created": created, "model": model,
+                                      "choices": [choice], "usage": usage})
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream",
+                                               "Cache-Control": "no-cache"})
+        await response.prepare(request)
+        chunk_kind = "chat.completion.chunk" if chat else "text_completion"
+
+        async def send(choice: dict[str, Any], extra: dict[str, Any] | None = None) -> None:
+            doc = {"id": rid, "object": chunk_kind, "created": created, "model": model, "choices": [choice]}
+            doc.update(extra or {})
+            await response.write(f"data: {json.dumps(doc)}\n\n".encode())
+
+        first = True
+        async for token in self.generator.generate(prompt_tokens, max_tokens):
+            if chat:
+                delta = {"role": "assistant", "content": token} if first else {"content": token}
+                await send({"index": 0, "delta": delta, "logprobs": None, "finish_reason": None})
+            else:
+                await send({"index": 0, "text": token, "logprobs": None, "finish_reason": None})
+            first = False
+        end = {"index": 0, "logprobs": None, "finish_reason": "length"}
+        end.update({"delta": {}} if chat else {"text": ""})
+        include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+        await send(end, {"usage": usage} if include_usage else None)
+        await response.write(b"data: [DONE]\n\n")
+        await response.write_eof()
+        return response

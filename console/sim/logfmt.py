@@ -1,0 +1,121 @@
+"""How SGLang's processes write their lines: logger prefixes, uvicorn's level prefix, tqdm bars.
+
+Every line is flushed as it is written: the journal (or the test reading the pipe) sees it at once.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass
+from typing import TextIO
+
+from console.domain.layout import Layout
+
+
+@dataclass(frozen=True, slots=True)
+class Rank:
+    """One scheduler process of the layout: its GPU and its place in each parallel group."""
+
+    gpu: int
+    """CUDA device index (rank r of a replica uses GPU r; replica d starts at d x world)."""
+    rank_in_world: int
+    """Rank within its replica, 0..tp*pp-1; the fit plan is per replica rank."""
+    tp_rank: int
+    pp_rank: int
+    ep_rank: int
+    dp_rank: int | None
+    prefix: str
+    """The rank part of SGLang's log prefix, e.g. " TP2 EP1" (empty for a single-GPU engine)."""
+
+
+def build_ranks(layout: Layout) -> list[Rank]:
+    """All scheduler ranks of a layout, in GPU order, with SGLang's prefixes.
+
+    SGLang's scheduler prefix is " DP{d}" (with a DP rank), " PP{p}" (pp > 1), " TP{t}" (tp > 1) and
+    " EP{e}" (ep > 1), where the EP rank is the TP rank divided by tp/ep.
+    """
+    tp, pp, ep = max(layout.tp, 1), max(layout.pp, 1), max(layout.ep, 1)
+    world = tp * pp
+    replicas = 1 if layout.dp_attention else max(layout.dp, 1)
+    ranks = []
+    for replica in range(replicas):
+        for r in range(world):
+            tp_rank, pp_rank = r % tp, r // tp
+            ep_rank = tp_rank // max(tp // ep, 1)
+            if layout.dp_attention and layout.dp > 1:
+                dp_rank: int | None = tp_rank // max(tp // layout.dp, 1)
+            elif layout.dp > 1:
+                dp_rank = replica
+            else:
+                dp_rank = None
+            prefix = ""
+            if dp_rank is not None:
+                prefix += f" DP{dp_rank}"
+            if pp > 1:
+                prefix += f" PP{pp_rank}"
+            if tp > 1:
+                prefix += f" TP{tp_rank}"
+            if ep > 1:
+                prefix += f" EP{ep_rank}"
+            ranks.append(Rank(replica * world + r, r, tp_rank, pp_rank, ep_rank, dp_rank, prefix))
+    return ranks
+
+
+class EngineLog:
+    """Writes SGLang-style lines to stdout, one flush per line."""
+
+    def __init__(self, stream: TextIO | None = None) -> None:
+        self.stream = stream or sys.stdout
+
+    def raw(self, text: str) -> None:
+        """Write text as is (a traceback body, a tqdm bar, a c10d line), newline added."""
+        try:
+            self.stream.write(text + "\n")
+            self.stream.flush()
+        except (BrokenPipeError, ValueError):
+            pass  # nobody reads our output any more; keep running like a daemon would
+
+    def log(self, message: str, rank: Rank | None = None) -> None:
+        """A logger line: `[2026-11-29 10:00:00 TP0] message` (no rank part for the launcher)."""
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+        self.raw(f"[{stamp}{rank.prefix if rank else ''}] {message}")
+
+    def uvicorn(self, level: str, message: str) -> None:
+        """A uvicorn line as SGLang configures it: `[time] INFO:     message`."""
+        self.log(f"{(level + ':').ljust(9)} {message}")
+
+
+def format_interval(seconds: float) -> str:
+    """tqdm's elapsed/remaining format: `00:07`, or `1:02:03` past an hour."""
+    s = int(seconds)
+    h, rem = divmod(s, 3600)
+    m, s = divmod(rem, 60)
+    return f"{h:d}:{m:02d}:{s:02d}" if h else f"{m:02d}:{s:02d}"
+
+
+def _rate(n: int, elapsed_s: float) -> str:
+    if n <= 0 or elapsed_s <= 0:
+        return "?it/s"
+    rate = n / elapsed_s
+    return f"{rate:5.2f}it/s" if rate >= 1 else f"{1 / rate:5.2f}s/it"
+
+
+def shard_progress(n: int, total: int, elapsed_s: float) -> str:
+    """SGLang's safetensors tqdm line, e.g.
+    `Loading safetensors checkpoint shards:  45% Completed | 29/64 [00:07<00:08,  3.91it/s]`.
+    """
+    remaining = format_interval(elapsed_s / n * (total - n)) if n > 0 else "?"
+    pct = 100.0 * n / total if total else 100.0
+    return (f"Loading safetensors checkpoint shards: {pct:3.0f}% Completed | {n}/{total} "
+            f"[{format_interval(elapsed_s)}<{remaining}, {_rate(n, elapsed_s)}]")
+
+
+def capture_progress(bs: int, avail_gb: float, n: int, total: int, elapsed_s: float) -> str:
+    """The CUDA graph capture bar of SGLang 0.5 (`Capturing batches (bs=.. avail_mem=.. GB)`)."""
+    pct = 100.0 * n / total if total else 100.0
+    filled = int(pct // 10)
+    bar = "█" * filled + " " * (10 - filled)
+    remaining = format_interval(elapsed_s / n * (total - n)) if n > 0 else "?"
+    return (f"Capturing batches (bs={bs} avail_mem={avail_gb:.2f} GB): {pct:3.0f}%|{bar}| {n}/{total} "
+            f"[{format_interval(elapsed_s)}<{remaining}, {_rate(n, elapsed_s)}]")

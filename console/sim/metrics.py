@@ -1,0 +1,116 @@
+"""The `sglang:` Prometheus metrics, in the text exposition format prometheus_client writes.
+
+Latencies are measured in real (wall-clock) seconds, so they agree with what a client measures
+whatever the time scale.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+_TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5,
+                 10.0, 15.0, 20.0, 25.0, 30.0)
+_TPOT_BUCKETS = (0.002, 0.005, 0.01, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3,
+                 0.4, 0.5, 0.75, 1.0, 2.5)
+_E2E_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 40.0, 60.0, 120.0, 300.0, 600.0)
+
+
+@dataclass
+class Histogram:
+    """A cumulative histogram with fixed upper bounds."""
+
+    buckets: tuple[float, ...]
+    counts: list[int] = field(default_factory=list)
+    total: float = 0.0
+    n: int = 0
+
+    def __post_init__(self) -> None:
+        self.counts = [0] * len(self.buckets)
+
+    def observe(self, value: float) -> None:
+        self.total += value
+        self.n += 1
+        for i, bound in enumerate(self.buckets):
+            if value <= bound:
+                self.counts[i] += 1
+
+
+@dataclass
+class Metrics:
+    """The engine's counters and gauges."""
+
+    num_running_reqs: int = 0
+    num_used_tokens: int = 0
+    token_usage: float = 0.0
+    gen_throughput: float = 0.0
+    prompt_tokens_total: int = 0
+    generation_tokens_total: int = 0
+    num_requests_total: int = 0
+    ttft: Histogram = field(default_factory=lambda: Histogram(_TTFT_BUCKETS))
+    tpot: Histogram = field(default_factory=lambda: Histogram(_TPOT_BUCKETS))
+    e2e: Histogram = field(default_factory=lambda: Histogram(_E2E_BUCKETS))
+
+    def request_started(self, prompt_tokens: int) -> None:
+        self.prompt_tokens_total += prompt_tokens
+        self.num_running_reqs += 1
+
+    def request_finished(self, produced: int, e2e_s: float) -> None:
+        self.num_running_reqs = max(0, self.num_running_reqs - 1)
+        self.num_requests_total += 1
+        self.e2e.observe(e2e_s)
+        if self.num_running_reqs == 0:
+            self.gen_throughput = 0.0
+            self.num_used_tokens = 0
+            self.token_usage = 0.0
+
+    def generated(self, n: int) -> None:
+        self.generation_tokens_total += n
+
+    def observe_ttft(self, seconds: float) -> None:
+        self.ttft.observe(seconds)
+
+    def observe_tpot(self, seconds: float) -> None:
+        self.tpot.observe(seconds)
+
+    def set_throughput(self, tokens_per_s: float, running: int, used_tokens: int, usage: float) -> None:
+        self.gen_throughput = tokens_per_s
+        self.num_running_reqs = running
+        self.num_used_tokens = used_tokens
+        self.token_usage = usage
+
+    def render(self, model_name: str) -> str:
+        """The /metrics body."""
+        label = f'model_name="{model_name}"'
+        out: list[str] = []
+
+        def gauge(name: str, help_text: str, value: float) -> None:
+            out.extend([f"# HELP sglang:{name} {help_text}", f"# TYPE sglang:{name} gauge",
+                        f"sglang:{name}{{{label}}} {float(value)}"])
+
+        def counter(name: str, help_text: str, value: float) -> None:
+            out.extend([f"# HELP sglang:{name}_total {help_text}", f"# TYPE sglang:{name}_total counter",
+                        f"sglang:{name}_total{{{label}}} {float(value)}"])
+
+        def histogram(name: str, help_text: str, h: Histogram) -> None:
+            out.extend([f"# HELP sglang:{name} {help_text}", f"# TYPE sglang:{name} histogram"])
+            for bound, count in zip(h.buckets, h.counts, strict=True):
+                out.append(f'sglang:{name}_bucket{{le="{bound}",{label}}} {float(count)}')
+            out.append(f'sglang:{name}_bucket{{le="+Inf",{label}}} {float(h.n)}')
+            out.append(f"sglang:{name}_count{{{label}}} {float(h.n)}")
+            out.append(f"sglang:{name}_sum{{{label}}} {h.total}")
+
+        gauge("num_running_reqs", "The number of running requests.", self.num_running_reqs)
+        gauge("num_queue_reqs", "The number of requests in the waiting queue.", 0)
+        gauge("num_used_tokens", "The number of used tokens.", self.num_used_tokens)
+        gauge("token_usage", "The token usage.", round(self.token_usage, 4))
+        gauge("gen_throughput", "The generation throughput (token/s).", round(self.gen_throughput, 2))
+        gauge("cache_hit_rate", "The prefix cache hit rate.", 0.0)
+        counter("prompt_tokens", "Number of prefill tokens processed.", self.prompt_tokens_total)
+        counter("generation_tokens", "Number of generation tokens processed.", self.generation_tokens_total)
+        counter("num_requests", "Number of requests processed.", self.num_requests_total)
+        histogram("time_to_first_token_seconds", "Histogram of time to first token in seconds.", self.ttft)
+        histogram("time_per_output_token_seconds", "Histogram of time per output token in seconds.",
+                  self.tpot)
+        histogram("e2e_request_latency_seconds", "Histogram of End-to-end request latency in seconds",
+                  self.e2e)
+        return "\n".join(out) + "\n"

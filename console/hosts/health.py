@@ -1,0 +1,100 @@
+"""Readiness probes of a service's HTTP endpoints, from the console or through an SSH port forward.
+
+`/health` decides readiness (SGLang answers 503 while it warms up, 200 when a generation works;
+vLLM 200, or 503 once its engine died). `/v1/models` is recorded separately in `models_ok`: SGLang
+answers it before warm-up ends, so it is never readiness on its own.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Protocol
+from urllib.parse import urlsplit, urlunsplit
+
+import aiohttp
+
+from console.domain.models import Engine, HealthSample
+from console.errors import HostError
+
+
+class LocalForward(Protocol):
+    """Something that gives a local port reaching the engine (SshPortForward)."""
+
+    async def local_port(self) -> int: ...
+
+
+def _short(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+class HttpHealthProbe:
+    """HealthProbe over aiohttp (never blocks the event loop)."""
+
+    def __init__(
+        self, url: str, engine: Engine, *, forward: LocalForward | None = None, timeout_s: float = 3.0
+    ) -> None:
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"health URL {url!r} is not an http(s) URL")
+        self.url = url.rstrip("/")
+        self.engine = engine
+        self.forward = forward
+        self.timeout_s = timeout_s
+        self._session: aiohttp.ClientSession | None = None
+
+    async def _base(self) -> str:
+        if self.forward is None:
+            return self.url
+        port = await self.forward.local_port()
+        parts = urlsplit(self.url)
+        return urlunsplit((parts.scheme, f"127.0.0.1:{port}", parts.path, "", "")).rstrip("/")
+
+    def _client(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            self._session = aiohttp.ClientSession(
+                timeout=aiohttp.ClientTimeout(total=self.timeout_s),
+                # one connection per request: a pooled one may belong to a forward that died
+                connector=aiohttp.TCPConnector(force_close=True),
+            )
+        return self._session
+
+    async def _get(self, url: str) -> int:
+        async with self._client().get(url, allow_redirects=False) as resp:
+            await resp.read()
+            return resp.status
+
+    async def probe(self) -> HealthSample:
+        """One probe: "down" (refused, reset, timed out), "starting" (not 200 yet) or "ready"."""
+        started = time.monotonic()
+        now = time.time()
+        try:
+            base = await self._base()
+            status = await self._get(base + "/health")
+        except HostError as exc:
+            return HealthSample(taken_at=now, status="down", error=str(exc))
+        except TimeoutError:
+            return HealthSample(taken_at=now, status="down", error=f"timed out after {self.timeout_s:g} s")
+        except aiohttp.ClientConnectorError as exc:
+            return HealthSample(taken_at=now, status="down", error=f"connection refused ({_short(exc)})")
+        except aiohttp.ClientError as exc:
+            return HealthSample(taken_at=now, status="down", error=_short(exc))
+        latency_s = time.monotonic() - started
+        try:
+            models_status: int | None = await self._get(base + "/v1/models")
+        except (TimeoutError, aiohttp.ClientError):
+            models_status = None
+        models_ok = models_status == 200 if models_status is not None else None
+        ready = status == 200 or (self.engine == Engine.OPENAI and status == 404 and bool(models_ok))
+        return HealthSample(
+            taken_at=now,
+            status="ready" if ready else "starting",
+            http_status=status,
+            latency_s=latency_s,
+            models_ok=models_ok,
+        )
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None

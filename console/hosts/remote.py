@@ -1,0 +1,146 @@
+"""The Host of a real machine: SSH or local transport, systemd, GPUs, health probes and a lock held
+on the machine itself."""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import time
+from collections.abc import AsyncIterator
+from urllib.parse import urlsplit
+
+from console.config import HostConfig
+from console.domain.models import GpuSnapshot
+from console.errors import HostError, UsageError
+from console.hosts.argv import CommandFailed
+from console.hosts.base import GpuSource, HealthProbe, Host, LinkStatus, LockBusy, Transport
+from console.hosts.gpus import NvidiaSmiSource
+from console.hosts.health import HttpHealthProbe
+from console.hosts.local import LocalTransport
+from console.hosts.nvml import NvmlSource
+from console.hosts.ssh import SshPortForward, SshTransport
+from console.hosts.systemd import SystemdManager
+
+LOCK_DIR = "/run/lock"
+_LOCK_BUSY_EXIT = 75  # flock -E: the exit status that means "held by someone else"
+
+
+def lock_path(name: str) -> str:
+    """The lock file for lock `name` (any text: it is reduced to safe file-name characters)."""
+    safe = re.sub(r"[^A-Za-z0-9_.-]", "_", name).strip(".") or "lock"
+    return f"{LOCK_DIR}/serve-console-{safe}.lock"
+
+
+class FlockHostLock:
+    """HostLock held on the host: a long-lived `flock -n FILE` whose child waits on stdin.
+
+    The lock lives exactly as long as the channel: leaving the `async with` closes it (the child
+    sees EOF and exits), and so does a dropped connection or a crashed console.
+    """
+
+    def __init__(self, transport: Transport) -> None:
+        self.transport = transport
+
+    def __call__(self, name: str) -> contextlib.AbstractAsyncContextManager[None]:
+        return self._hold(name)
+
+    @contextlib.asynccontextmanager
+    async def _hold(self, name: str) -> AsyncIterator[None]:
+        path = lock_path(name)
+        argv = ["flock", "-n", "-E", str(_LOCK_BUSY_EXIT), path, "-c", "echo locked; exec cat"]
+        holder = self.transport.stream(argv)
+        try:
+            try:
+                first = await anext(holder)
+            except StopAsyncIteration:
+                raise HostError(self.transport.name, f"flock {path} ended without taking the lock") from None
+            except CommandFailed as exc:
+                if exc.result.exit_status == _LOCK_BUSY_EXIT:
+                    raise LockBusy(
+                        f"{self.transport.name}: {name!r} is locked by another console (lock file {path})"
+                    ) from None
+                raise
+            if first.strip() != "locked":
+                raise HostError(self.transport.name, f"unexpected output while taking {path}: {first[:80]!r}")
+            yield
+        finally:
+            await holder.aclose()
+
+
+class NoGpuSource:
+    """GpuSource for hosts configured with `gpus = "none"`."""
+
+    async def sample(self) -> GpuSnapshot:
+        return GpuSnapshot(taken_at=time.time(), error="no GPU source configured for this host")
+
+    async def stream(self, interval_s: float) -> AsyncIterator[GpuSnapshot]:
+        import asyncio
+
+        while True:
+            yield await self.sample()
+            await asyncio.sleep(interval_s)
+
+
+def _gpu_source(cfg: HostConfig, transport: Transport) -> GpuSource:
+    if cfg.gpus == "nvidia-smi":
+        return NvidiaSmiSource(transport)
+    if cfg.gpus == "nvml":
+        if cfg.transport != "local":
+            raise UsageError(
+                f'host {cfg.name}: gpus = "nvml" reads this machine\'s GPUs; use it with transport = "local"'
+            )
+        return NvmlSource()
+    if cfg.gpus == "none":
+        return NoGpuSource()
+    raise UsageError(f"host {cfg.name}: gpus = {cfg.gpus!r} is not available for transport {cfg.transport!r}")
+
+
+def build_remote_host(cfg: HostConfig) -> Host:
+    """Build the Host for a `transport = "ssh"` or `"local"` entry. Nothing connects yet: the SSH
+    connection opens on first use, so building never blocks on a down host.
+
+    Raises:
+        UsageError: for settings this transport cannot honour.
+    """
+    link = LinkStatus()
+    transport: Transport
+    closers = []
+    if cfg.transport == "ssh":
+        transport = SshTransport(cfg, link)
+    elif cfg.transport == "local":
+        transport = LocalTransport(cfg.name)
+        link.mark_up()
+    else:
+        raise UsageError(f"host {cfg.name}: build_remote_host cannot build transport {cfg.transport!r}")
+    sudo_units = frozenset(u for s in cfg.services if s.sudo for u in s.all_units())
+    services = SystemdManager(transport, sudo=False, sudo_units=sudo_units)
+    gpus = _gpu_source(cfg, transport)
+    probes: dict[str, HealthProbe] = {}
+    for svc in cfg.services:
+        forward = None
+        if svc.health_via == "ssh":
+            if not isinstance(transport, SshTransport):
+                raise UsageError(
+                    f'host {cfg.name}, service {svc.name}: health_via = "ssh" needs transport = "ssh"'
+                )
+            parts = urlsplit(svc.url)
+            port = parts.port or (443 if parts.scheme == "https" else 80)
+            forward = SshPortForward(transport, parts.hostname or "127.0.0.1", port)
+            closers.append(forward.close)
+        probe = HttpHealthProbe(svc.url, svc.engine, forward=forward)
+        probes[svc.name] = probe
+        closers.append(probe.close)
+    if isinstance(gpus, NvmlSource):
+        closers.append(gpus.close)
+    # Host.close runs closers in reverse: probes and forwards first, the connection last.
+    closers.insert(0, transport.close)
+    return Host(
+        config=cfg,
+        services=services,
+        gpus=gpus,
+        probes=probes,
+        lock=FlockHostLock(transport),
+        link=link,
+        transport=transport,
+        closers=closers,
+    )

@@ -1,0 +1,97 @@
+"""HttpHealthProbe against a real aiohttp server on loopback: refused -> 503 -> 200, and via a forward."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+from aiohttp import web
+
+from console.domain.models import Engine
+from console.errors import HostError
+from console.hosts.health import HttpHealthProbe
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Engineish:
+    """/health answers 503 until `ready`; /v1/models answers 200 as soon as HTTP is up (like SGLang)."""
+
+    def __init__(self):
+        self.ready = False
+        self.runner = None
+        self.port = _free_port()
+
+    async def start(self):
+        async def health(request):
+            return web.Response(status=200 if self.ready else 503)
+
+        async def models(request):
+            return web.json_response({"data": []})
+
+        app = web.Application()
+        app.router.add_get("/health", health)
+        app.router.add_get("/v1/models", models)
+        self.runner = web.AppRunner(app)
+        await self.runner.setup()
+        await web.TCPSite(self.runner, "127.0.0.1", self.port).start()
+
+    async def stop(self):
+        await self.runner.cleanup()
+
+
+async def test_sglang_sequence_refused_then_starting_then_ready():
+    engine = Engineish()
+    probe = HttpHealthProbe(f"http://127.0.0.1:{engine.port}", Engine.SGLANG, timeout_s=2)
+    try:
+        down = await probe.probe()
+        assert down.status == "down" and "refused" in (down.error or "")
+        await engine.start()
+        starting = await probe.probe()
+        assert (starting.status, starting.http_status, starting.models_ok) == ("starting", 503, True)
+        engine.ready = True
+        ready = await probe.probe()
+        assert (ready.status, ready.http_status, ready.models_ok) == ("ready", 200, True)
+        assert ready.latency_s is not None and ready.latency_s >= 0
+    finally:
+        await probe.close()
+        if engine.runner:
+            await engine.stop()
+
+
+class FakeForward:
+    def __init__(self, port=None, error=None):
+        self.port, self.error = port, error
+
+    async def local_port(self):
+        if self.error:
+            raise HostError("gpu-node-1", self.error)
+        return self.port
+
+
+async def test_forwarded_probe_uses_the_local_port_and_reports_a_down_host():
+    engine = Engineish()
+    await engine.start()
+    engine.ready = True
+    # the configured URL is the engine's address on the host; only the forward's port is reachable here
+    probe = HttpHealthProbe("http://127.0.0.1:1/", Engine.VLLM, forward=FakeForward(engine.port))
+    broken = HttpHealthProbe(
+        "http://127.0.0.1:30000", Engine.SGLANG, forward=FakeForward(error="connection lost")
+    )
+    try:
+        assert (await probe.probe()).status == "ready"
+        sample = await broken.probe()
+        assert sample.status == "down" and "connection lost" in (sample.error or "")
+    finally:
+        await probe.close()
+        await broken.close()
+        await engine.stop()
+
+
+def test_bad_urls_are_refused():
+    with pytest.raises(ValueError):
+        HttpHealthProbe("ftp://x", Engine.SGLANG)

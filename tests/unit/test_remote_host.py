@@ -1,0 +1,105 @@
+"""LocalTransport, the host-held flock lock, and build_remote_host's wiring."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+import console.hosts.remote as remote
+from console.config import HostConfig, ServiceConfig
+from console.domain.models import Engine
+from console.hosts.argv import CommandFailed
+from console.hosts.base import LockBusy
+from console.hosts.health import HttpHealthProbe
+from console.hosts.local import LocalTransport
+from console.hosts.remote import FlockHostLock, NoGpuSource, build_remote_host, lock_path
+from console.hosts.ssh import SshPortForward, SshTransport
+from console.hosts.systemd import SystemdManager
+
+
+async def test_local_transport_runs_argv_without_a_shell():
+    t = LocalTransport()
+    result = await t.run(["printf", "%s|", "$(id)", "a b"])
+    assert result.ok and result.stdout == "$(id)|a b|"
+    assert (await t.run(["cat"], input="x\n")).stdout == "x\n"
+    missing = await t.run(["no-such-tool-here"])
+    assert missing.exit_status == 127
+
+
+async def test_local_stream_lines_and_failure():
+    t = LocalTransport()
+    assert [line async for line in t.stream(["printf", "a\nb\nc"])] == ["a", "b", "c"]
+    with pytest.raises(CommandFailed, match="boom"):
+        async for _ in t.stream(["sh", "-c", "echo boom >&2; exit 3"]):
+            pass
+
+
+def test_lock_names_become_safe_file_names():
+    assert lock_path("gpu-node-1/sglang k26;rm") == "/run/lock/serve-console-gpu-node-1_sglang_k26_rm.lock"
+
+
+async def test_flock_lock_excludes_a_second_holder_and_is_released_on_exit(tmp_path, monkeypatch):
+    monkeypatch.setattr(remote, "LOCK_DIR", str(tmp_path))
+    lock_a, lock_b = FlockHostLock(LocalTransport()), FlockHostLock(LocalTransport())
+    async with lock_a("svc"):
+        with pytest.raises(LockBusy, match="locked by another console"):
+            async with lock_b("svc"):
+                pass
+        async with lock_b("other"):  # a different name is independent
+            pass
+    async with lock_b("svc"):  # released when the first holder left
+        pass
+
+
+async def test_two_concurrent_lockers_exactly_one_wins(tmp_path, monkeypatch):
+    monkeypatch.setattr(remote, "LOCK_DIR", str(tmp_path))
+    wins = []
+
+    async def attempt(i):
+        try:
+            async with FlockHostLock(LocalTransport())("svc"):
+                wins.append(i)
+                await asyncio.sleep(0.5)
+        except LockBusy:
+            pass
+
+    await asyncio.gather(*(attempt(i) for i in range(4)))
+    assert len(wins) == 1
+
+
+def _svc(**kw):
+    base = dict(name="k26", engine=Engine.SGLANG, url="http://127.0.0.1:30000", unit="sglang-k26.service")
+    base.update(kw)
+    return ServiceConfig(**base)
+
+
+async def test_build_remote_host_wires_ssh_pieces_without_connecting():
+    cfg = HostConfig(
+        name="gpu-node-1", address="192.0.2.10", gpus="none", services=(_svc(health_via="ssh", sudo=True),)
+    )
+    host = build_remote_host(cfg)
+    try:
+        assert isinstance(host.transport, SshTransport) and host.transport.link is host.link
+        assert host.link.state == "connecting"
+        assert isinstance(host.services, SystemdManager)
+        assert isinstance(host.gpus, NoGpuSource) and (await host.gpus.sample()).error
+        probe = host.probes["k26"]
+        assert isinstance(probe, HttpHealthProbe) and isinstance(probe.forward, SshPortForward)
+        assert probe.forward.remote_port == 30000
+    finally:
+        await host.close()
+
+
+async def test_build_remote_host_refuses_settings_the_transport_cannot_honour():
+    from console.errors import UsageError
+
+    with pytest.raises(UsageError, match="nvml"):
+        build_remote_host(HostConfig(name="h", gpus="nvml"))
+    with pytest.raises(UsageError, match="health_via"):
+        build_remote_host(
+            HostConfig(name="h", transport="local", gpus="none", services=(_svc(health_via="ssh"),))
+        )
+    local = build_remote_host(HostConfig(name="h", transport="local", gpus="nvml"))
+    assert local.link.state == "up" and (await local.gpus.sample()).error is not None
+    await local.close()

@@ -1,0 +1,104 @@
+"""Strict host-key checking: unknown and changed keys are refused before login; TOFU only on request."""
+
+from __future__ import annotations
+
+import json
+
+import asyncssh
+import pytest
+from ssh_fake_server import start_fake_sshd
+
+from console.hosts.hostkeys import HostKeyRefused
+from console.hosts.ssh import SshTransport
+
+
+@pytest.fixture
+async def sshd(tmp_path):
+    server = await start_fake_sshd(tmp_path)
+    yield server
+    await server.stop()
+
+
+async def _run_once(cfg):
+    t = SshTransport(cfg, backoff_base_s=0.05, backoff_max_s=0.2)
+    try:
+        return await t.run(["echo-argv", "hi"]), t.link
+    finally:
+        await t.close()
+
+
+async def test_unknown_key_is_refused_with_host_and_fingerprint(sshd, tmp_path):
+    empty = tmp_path / "empty_known_hosts"
+    empty.write_text("")
+    with pytest.raises(HostKeyRefused) as info:
+        await _run_once(sshd.host_config(name="gpu-node-1", known_hosts=str(empty)))
+    message = str(info.value)
+    assert message.startswith("gpu-node-1: unknown host key for 127.0.0.1")
+    assert sshd.host_key.get_fingerprint("sha256") in message
+    assert "SHA256:" in message and "\n" not in message
+    assert sshd.auth_attempts == 0 and sshd.commands == []
+
+
+async def test_changed_key_is_refused_naming_both_fingerprints(sshd, tmp_path):
+    old = asyncssh.generate_private_key("ssh-ed25519")
+    stale = tmp_path / "stale_known_hosts"
+    stale.write_text(f"[127.0.0.1]:{sshd.port} {old.export_public_key().decode()}")
+    with pytest.raises(HostKeyRefused) as info:
+        await _run_once(sshd.host_config(known_hosts=str(stale)))
+    message = str(info.value)
+    assert "HOST KEY CHANGED" in message
+    assert sshd.host_key.get_fingerprint("sha256") in message
+    assert old.get_fingerprint("sha256") in message
+    assert sshd.auth_attempts == 0 and sshd.commands == []
+
+
+async def test_changed_key_is_refused_even_with_trust_on_first_use(sshd, tmp_path):
+    old = asyncssh.generate_private_key("ssh-ed25519")
+    stale = tmp_path / "stale_known_hosts"
+    stale.write_text(f"[127.0.0.1]:{sshd.port} {old.export_public_key().decode()}")
+    with pytest.raises(HostKeyRefused, match="CHANGED"):
+        await _run_once(sshd.host_config(known_hosts=str(stale), trust_on_first_use=True))
+    assert sshd.commands == []
+
+
+async def test_trust_on_first_use_records_the_key_and_later_connections_need_it(sshd, tmp_path):
+    fresh = tmp_path / "sub" / "known_hosts"
+    result, _ = await _run_once(sshd.host_config(known_hosts=str(fresh), trust_on_first_use=True))
+    assert json.loads(result.stdout) == ["hi"]
+    recorded = fresh.read_text()
+    assert recorded.startswith(f"[127.0.0.1]:{sshd.port} ssh-ed25519 ")
+    # strict again: the recorded key is now what is trusted
+    result, _ = await _run_once(sshd.host_config(known_hosts=str(fresh)))
+    assert result.ok
+
+
+async def test_ssh_config_alias_user_port_identity_and_known_hosts_are_honoured(sshd, tmp_path):
+    config = tmp_path / "alias_config"
+    config.write_text(
+        "Host gpu-alias\n"
+        "  HostName 127.0.0.1\n"
+        f"  Port {sshd.port}\n"
+        "  User tester\n"
+        f"  IdentityFile {sshd.client_key_path}\n"
+        f"  UserKnownHostsFile {sshd.known_hosts_path}\n"
+    )
+    cfg = sshd.host_config(
+        name="gpu-node-2",
+        address="gpu-alias",
+        port=None,
+        user=None,
+        identity=None,
+        known_hosts=None,
+        ssh_config=str(config),
+    )
+    result, link = await _run_once(cfg)
+    assert result.ok and link.state == "up"
+
+
+async def test_known_hosts_none_in_ssh_config_does_not_switch_checking_off(sshd, tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    config = tmp_path / "lax_config"
+    config.write_text("Host *\n  UserKnownHostsFile none\n  StrictHostKeyChecking no\n")
+    with pytest.raises(HostKeyRefused, match="unknown host key"):
+        await _run_once(sshd.host_config(known_hosts=None, ssh_config=str(config)))
+    assert sshd.commands == []

@@ -53,7 +53,7 @@ def _int(value: str) -> int | None:
         return None
     try:
         return int(float(cell))
-    except ValueError:
+    except (ValueError, OverflowError):  # "nan", "inf" and other garbage
         return None
 
 

@@ -28,7 +28,7 @@ from console.config import DROP_IN, ENV_FILE, HostConfig
 from console.domain.models import JournalEntry, UnitState
 from console.errors import HostError
 from console.hosts import sim_units
-from console.hosts.sim_journal import PRIORITY_WARNING, append_entry, follow_journal
+from console.hosts.sim_journal import PRIORITY_WARNING, append_entry, follow_journal, parse_cursor
 from console.hosts.sim_unit_state import (
     pid_alive,
     read_state,
@@ -132,6 +132,8 @@ class ProcessManager:
         self, unit: str, *, after_cursor: str | None = None, follow: bool = True, lines: int | None = None
     ) -> AsyncIterator[JournalEntry]:
         try:
+            if after_cursor is not None:
+                parse_cursor(after_cursor)  # a bad cursor fails here, not at the first entry
             return follow_journal(
                 self.unit_dir(unit) / "journal.jsonl",
                 unit,

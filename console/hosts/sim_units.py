@@ -19,13 +19,7 @@ from console.config import DROP_IN, ENV_FILE, HostConfig, LayoutConfig, ServiceC
 from console.domain.models import Engine
 from console.errors import HostError
 
-#: Where the console writes a single-unit service's layout drop-in (the same path on real hosts).
-DROP_IN_NAME = "50-serve-console-layout.conf"
 TIME_SCALE_ENV = "SERVE_CONSOLE_SIM_TIME_SCALE"
-
-
-def drop_in_path(unit: str) -> str:
-    return f"/etc/systemd/system/{unit}.d/{DROP_IN_NAME}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,119 @@
+"""Simulated hosts for the switch, process-manager and CLI tests: configs, ports, clean-up checks."""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+from console.config import TEMPLATE, HostConfig, LayoutConfig, ServiceConfig, SimConfig
+from console.domain.layout import Layout
+from console.domain.models import Engine
+
+REPO = Path(__file__).resolve().parent.parent
+KIMI = REPO / "console" / "sim" / "models" / "moonshotai--Kimi-K2.6.json"
+#: Fast enough that a layout loads in about a second, slow enough that the phases are distinct.
+TEST_TIME_SCALE = 0.03
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def layouts(*specs: tuple[str, Layout]) -> tuple[LayoutConfig, ...]:
+    return tuple(
+        LayoutConfig(name, layout, unit=f"sim-{''.join(c for c in name.lower() if c.isalnum())}.service")
+        for name, layout in specs
+    )
+
+
+EP8 = ("EP8", Layout(tp=8, ep=8))
+TP8 = ("TP8", Layout(tp=8))
+TP4EP2 = ("TP4 EP2", Layout(tp=4, ep=2))
+
+
+def failing(name: str, kind: str) -> tuple[str, Layout]:
+    """EP8 with the simulated engine's `--fail KIND` injected."""
+    return (name, Layout(tp=8, ep=8, extra_args=("--fail", kind)))
+
+
+def sim_host_config(
+    name: str = "sim1",
+    *,
+    mapping: str = TEMPLATE,
+    layout_specs: tuple[tuple[str, Layout], ...] = (EP8, TP8, TP4EP2),
+    port: int | None = None,
+    time_scale: float = TEST_TIME_SCALE,
+    model_config: Path | None = KIMI,
+) -> HostConfig:
+    """A one-service simulated host (8x 96 GB, Kimi K2.6) with the given layout mapping."""
+    extra: dict = {}
+    if mapping == TEMPLATE:
+        extra["template"] = "sim-k26@.service"
+    elif mapping in ("env-file", "drop-in"):
+        extra["unit"] = "sim-k26.service"
+        if mapping == "env-file":
+            extra["env_file"] = "/etc/serve-console/sim-k26.env"
+    service = ServiceConfig(
+        name="k26",
+        engine=Engine.SGLANG,
+        url=f"http://127.0.0.1:{port or free_port()}",
+        mapping=mapping,
+        layouts=layouts(*layout_specs),
+        model_config=model_config,
+        **extra,
+    )
+    return HostConfig(
+        name=name, transport="sim", gpus="sim", sim=SimConfig(time_scale=time_scale), services=(service,)
+    )
+
+
+def fake_engine(monkeypatch, body: str) -> None:
+    """Replace the simulated engine with a small Python program; its argv[1:] are the layout's flags."""
+    from console.hosts import sim_units
+
+    code = textwrap.dedent(body)
+
+    def command(cfg, spec, layout_args, ledger_dir):
+        return [sys.executable, "-c", code, *layout_args]
+
+    monkeypatch.setattr(sim_units, "engine_command", command)
+
+
+def live(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rpartition(")")[2].split()[0] not in ("Z", "X")
+    except OSError:
+        return False
+
+
+def wait_until(predicate, timeout_s: float = 10.0, interval_s: float = 0.02) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(interval_s)
+    return predicate()
+
+
+def engine_pids(state_root: Path) -> list[int]:
+    """Live simulated engines whose ledger lies under `state_root` (none may survive a test)."""
+    out = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/cmdline", "rb") as fh:
+                cmd = fh.read().split(b"\0")
+        except OSError:
+            continue
+        mine = any(str(state_root).encode() in part for part in cmd)
+        if b"console.sim.engine" in cmd and mine and live(int(entry.name)):
+            out.append(int(entry.name))
+    return out

@@ -68,6 +68,7 @@ _SIZE_FLAGS = {
 }
 _VLLM_EP_FLAG = "--enable-expert-parallel"
 _DPA_FLAGS = ("--enable-dp-attention", "--enable-dp-attn")
+_DPA_WORDS = ("dpa", "dp-attention", "dp_attention")
 # `TP4`, `tp4ep2`, `TP 4`; and `tp=4`, `ep:2`.
 _SHORT = re.compile(r"(tp|ep|pp|dp)(\d+)", re.IGNORECASE)
 _KEYVAL = re.compile(r"^(tp|ep|pp|dp)\s*[=:]\s*(\S+)$", re.IGNORECASE)
@@ -120,7 +121,7 @@ def parse_layout(text: str) -> Layout:
             _set_size(sizes, _SIZE_FLAGS[flag], value, flag)
         elif token == _VLLM_EP_FLAG:
             vllm_ep = True
-        elif token in _DPA_FLAGS or token.lower() in ("dpa", "dp-attention", "dp_attention"):
+        elif token in _DPA_FLAGS:
             dp_attention = True
         elif token.startswith("-") and len(token) > 1 and not _is_number(token):
             extra.append(token)
@@ -129,7 +130,7 @@ def parse_layout(text: str) -> Layout:
                 i += 1
                 extra.append(tokens[i])
         else:
-            _read_short(token, sizes)
+            dp_attention = _read_short(token, sizes) or dp_attention
         i += 1
     return _build(sizes, dp_attention=dp_attention, vllm_ep=vllm_ep, extra=tuple(extra))
 
@@ -145,23 +146,31 @@ def _drop_program(tokens: list[str]) -> list[str]:
     return tokens[i:]
 
 
-def _read_short(token: str, sizes: dict[str, int]) -> None:
+def _read_short(token: str, sizes: dict[str, int]) -> bool:
+    """Read `TP4`, `TP4EP2`, `TP8DP8DPA` or `tp=4` into `sizes`; True when it names DP attention."""
     keyval = _KEYVAL.match(token)
     if keyval:
         _set_size(sizes, keyval.group(1).lower(), keyval.group(2), token)
-        return
+        return False
+    if token.lower() in _DPA_WORDS:
+        return True
+    body = token
+    dp_attention = token.lower().endswith("dpa")
+    if dp_attention:
+        body = token[:-3]
     pos = 0
     matched = False
-    for match in _SHORT.finditer(token):
+    for match in _SHORT.finditer(body):
         if match.start() != pos:
             break
         _set_size(sizes, match.group(1).lower(), match.group(2), token)
         pos = match.end()
         matched = True
-    if not matched or pos != len(token):
+    if not matched or pos != len(body):
         raise LayoutError(
             f"not a layout part: {_show(token)} (expected e.g. TP8, EP8, PP8, DP8, DPA, --tp-size 8)"
         )
+    return dp_attention
 
 
 def _set_size(sizes: dict[str, int], key: str, value: str, where: str) -> None:
@@ -199,7 +208,7 @@ def _is_short(token: str) -> bool:
     try:
         _read_short(token, {})
     except LayoutError:
-        return token.lower() in ("dpa", "dp-attention", "dp_attention")
+        return False
     return True
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import re
@@ -213,21 +212,26 @@ def test_valid_files_with_one_value_retyped(case: tuple[bytes, Path]) -> None:
 
 # --- the CLI side: one line on stderr, exit code 2 -------------------------------------------------
 
-def _missing_commands() -> list[str]:
-    from console.cli import COMMANDS
-
-    return [m for m in COMMANDS.values() if importlib.util.find_spec(m) is None]
-
-
-@pytest.mark.skipif(bool(_missing_commands()), reason=f"CLI modules not written yet: {_missing_commands()}")
-def test_cli_prints_one_line_and_exits_2(tmp_path: Path) -> None:
+@pytest.mark.parametrize("command", [["status"], ["tail"], ["switch", "EP8"], []], ids=["status", "tail", "switch", "tui"])
+def test_cli_prints_one_line_and_exits_2(tmp_path: Path, command: list[str]) -> None:
     broken = tmp_path / "hosts.toml"
     broken.write_text('[hosts.h]\ntransport = "telnet"\n')
     result = subprocess.run(
-        [sys.executable, "-m", "console", "--config", str(broken), "status"],
-        capture_output=True, text=True, timeout=60, cwd=REPO,
+        [sys.executable, "-m", "console", "--config", str(broken), *command],
+        capture_output=True, text=True, timeout=60, cwd=tmp_path,
     )
     assert result.returncode == 2, result.stderr
     assert result.stdout == ""
     assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
     assert f"{broken}:2: hosts.h.transport: expected one of" in result.stderr
+
+
+def test_cli_without_any_config_says_where_it_looked(tmp_path: Path) -> None:
+    env = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path / "xdg"), "HOME": str(tmp_path)}
+    result = subprocess.run(
+        [sys.executable, "-m", "console", "status"],
+        capture_output=True, text=True, timeout=60, cwd=tmp_path, env=env,
+    )
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.count("\n") == 1
+    assert "hosts.toml: no config found" in result.stderr and str(tmp_path / "xdg") in result.stderr

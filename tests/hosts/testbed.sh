@@ -142,7 +142,7 @@ ensure_client_key() {
 model_config() {
     local f
     for f in "$REPO/tests/models/moonshotai--Kimi-K2.6.json" "$REPO/tests/models/kimi-k2.6.json" \
-        /work/shared/models/moonshotai--Kimi-K2.6.json; do
+        "$REPO/console/sim/models/moonshotai--Kimi-K2.6.json"; do
         [ -f "$f" ] && { echo "$f"; return; }
     done
     die "Kimi K2.6 config.json not found (tests/models/moonshotai--Kimi-K2.6.json)"
@@ -222,7 +222,7 @@ launch_host() {
         echo $$ >"/sys/fs/cgroup/unified/testbed/tb$2/cgroup.procs"
         SYSTEMD_NSPAWN_UNIFIED_HIERARCHY=1 exec systemd-nspawn -q -D "$1/root" --boot --register=no \
             --keep-unit --machine="tb$2" --link-journal=no --network-namespace-path="/run/netns/tb$2" \
-            --console=read-only' launch "$d" "$i" </dev/null >>"$d/console.log" 2>&1 &
+            --console=read-only' launch "$d" "$i" </dev/null >>"$d/console.log" 2>&1 9>&- &
 }
 
 wait_ssh() {
@@ -231,6 +231,11 @@ wait_ssh() {
     while [ ${#pending[@]} -gt 0 ]; do
         local left=()
         for name in "${pending[@]}"; do
+            local pid_file=$TB/hosts/$name/pid
+            if [ -s "$pid_file" ] && ! kill -0 "$(cat "$pid_file")" 2>/dev/null; then
+                tail -n 20 "$TB/hosts/$name/console.log" >&2 || true
+                die "$name: systemd-nspawn exited during boot (log: $TB/hosts/$name/console.log)"
+            fi
             ssh -n -F "$TB/ssh_config" -o ConnectTimeout=1 "$name" true 2>/dev/null || left+=("$name")
         done
         pending=("${left[@]+"${left[@]}"}")
@@ -416,6 +421,15 @@ cmd_start() {
     launch_host "${name#tb}"
     wait_ssh "$name"
 }
+
+# One mutating command at a time (pytest sessions and shells may overlap on this machine).
+case ${1:-} in
+build | up | down | stop | start)
+    mkdir -p "$TB"
+    exec 9>"$TB/testbed.lock"
+    flock -w 600 9 || die "another testbed.sh holds $TB/testbed.lock"
+    ;;
+esac
 
 case ${1:-} in
 deps) cmd_deps ;;

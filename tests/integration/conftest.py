@@ -44,6 +44,7 @@ sim ledger in /var/lib/serve-console-sim/ledger (8 x 97887 MiB).
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import shlex
@@ -59,6 +60,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 TESTBED_SH = REPO / "tests" / "hosts" / "testbed.sh"
+SESSION_LOCK_WAIT_S = 1800  # a concurrent integration run on the same machine holds the hosts
+TIMINGS: list[str] = []
 UP_TIMEOUT_S = 600  # a cold build of the root fs takes 20-60 s; apt mirrors can be slow
 # Undo what tests do to a host: running units, console-written layout files, the sim's pace.
 _RESET_SCRIPT = """
@@ -290,6 +293,24 @@ def _unavailable(reason: str) -> None:
     pytest.skip(f"test hosts unavailable: {reason}")
 
 
+@contextlib.contextmanager
+def _session_lock(timeout_s: float = SESSION_LOCK_WAIT_S) -> Iterator[None]:
+    """Hold the testbed for this pytest session; another session on this machine waits its turn."""
+    state = testbed_dir()
+    state.mkdir(parents=True, exist_ok=True)
+    with open(state / "session.lock", "w") as lock:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    _unavailable(f"another test session held {state / 'session.lock'} for {timeout_s:.0f} s")
+                time.sleep(1)
+        yield
+
+
 @pytest.fixture(scope="session")
 def testbed() -> Iterator[Testbed]:
     """Boot SERVE_CONSOLE_TESTBED_HOSTS (default 2) test hosts for the session; always tear down."""
@@ -297,15 +318,27 @@ def testbed() -> Iterator[Testbed]:
     if reason:
         _unavailable(reason)
     count = os.environ.get("SERVE_CONSOLE_TESTBED_HOSTS", "2")
-    try:
+    with _session_lock():
         try:
-            _testbed_sh("down", timeout_s=120)
-            _testbed_sh("up", count, timeout_s=UP_TIMEOUT_S)
-        except (TestbedUnavailable, subprocess.TimeoutExpired) as exc:
-            _unavailable(str(exc))
-        yield Testbed(testbed_dir())
-    finally:
-        subprocess.run(["bash", str(TESTBED_SH), "down"], capture_output=True, timeout=120)
+            try:
+                _testbed_sh("down", timeout_s=120)
+                start = time.monotonic()
+                _testbed_sh("up", count, timeout_s=UP_TIMEOUT_S)
+                TIMINGS.append(f"up {count} host(s): {time.monotonic() - start:.1f} s")
+            except (TestbedUnavailable, subprocess.TimeoutExpired) as exc:
+                _unavailable(str(exc))
+            yield Testbed(testbed_dir())
+        finally:
+            start = time.monotonic()
+            subprocess.run(["bash", str(TESTBED_SH), "down"], capture_output=True, timeout=120)
+            TIMINGS.append(f"down: {time.monotonic() - start:.1f} s")
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    """Report how long the test hosts took to boot and tear down (for CI's closing note)."""
+    if TIMINGS:
+        terminalreporter.write_sep("-", "test hosts")
+        terminalreporter.write_line("; ".join(TIMINGS))
 
 
 @pytest.fixture

@@ -1,17 +1,17 @@
-"""A `transport = "sim"` host: process manager, simulated GPU ledger, HTTP probes and a file lock."""
+"""A `transport = "sim"` host: process manager, simulated GPU ledger, HTTP probes and a file lock.
+
+The probes are the real hosts' `HttpHealthProbe`, pointed at the local engine."""
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
 import os
-import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-from console.config import HostConfig, ServiceConfig
-from console.domain.models import HealthSample
-from console.hosts.base import HealthProbe, Host, LinkStatus, LockBusy
+from console.config import HostConfig
+from console.hosts.base import Host, LinkStatus, LockBusy
 from console.hosts.procman import ProcessManager
 from console.hosts.sim_units import sim_settings
 
@@ -42,42 +42,9 @@ class FileHostLock:
             os.close(fd)  # closing the descriptor releases the flock
 
 
-class SimHealthProbe:
-    """GET /health with aiohttp: refused means down, 503 starting, 200 ready."""
-
-    def __init__(self, url: str, *, timeout_s: float = 2.0) -> None:
-        self.url = url.rstrip("/")
-        self.timeout_s = timeout_s
-
-    async def probe(self) -> HealthSample:
-        import aiohttp
-
-        started = time.time()
-        t0 = time.monotonic()
-        try:
-            timeout = aiohttp.ClientTimeout(total=self.timeout_s)
-            async with aiohttp.ClientSession(timeout=timeout) as session:
-                async with session.get(f"{self.url}/health") as resp:
-                    status = resp.status
-        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
-            return HealthSample(started, "down", error=str(exc) or type(exc).__name__)
-        latency = time.monotonic() - t0
-        return HealthSample(
-            started, "ready" if status == 200 else "starting", http_status=status, latency_s=latency
-        )
-
-
-def health_probe(service: ServiceConfig) -> HealthProbe:
-    """The remote helper's HttpHealthProbe when it is there, else the small local one."""
-    try:
-        from console.hosts.health import HttpHealthProbe
-    except ImportError:
-        return SimHealthProbe(service.url)
-    return HttpHealthProbe(service.url, service.engine)
-
-
 def build_sim_host(cfg: HostConfig, state_root: Path) -> Host:
     """A Host whose units run as local processes under the state dir `state_root`."""
+    from console.hosts.health import HttpHealthProbe
     from console.sim.ledger import LedgerGpuSource, ensure_inventory
 
     manager = ProcessManager(cfg, state_root)
@@ -85,11 +52,13 @@ def build_sim_host(cfg: HostConfig, state_root: Path) -> Host:
     ensure_inventory(manager.ledger_dir, sim.gpu_count, sim.gpu_total_mib, sim.gpu_name, host=cfg.name)
     link = LinkStatus()
     link.mark_up()
+    probes = {s.name: HttpHealthProbe(s.url, s.engine) for s in cfg.services}
     return Host(
         config=cfg,
         services=manager,
         gpus=LedgerGpuSource(manager.ledger_dir),
-        probes={s.name: health_probe(s) for s in cfg.services},
+        probes=dict(probes),
         lock=FileHostLock(manager.root / "locks"),
         link=link,
+        closers=[p.close for p in probes.values()],
     )

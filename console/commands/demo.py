@@ -1,0 +1,87 @@
+"""`serve-console demo`: the seed's story, headless, on the embedded simulated cluster.
+
+EP8 comes up and serves; TP4 EP2, forced past the fit check, runs out of GPU memory while loading; the
+console names the OOM with its figures within a second and rolls back to EP8. The units run in a
+temporary state dir (or SERVE_CONSOLE_STATE_DIR) and are stopped at the end, whatever happens.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import tempfile
+from pathlib import Path
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "demo",
+        help="the seed's story headless: EP8 ready, TP4 EP2 forced, OOM, rollback to EP8",
+        description="Runs on the packaged demo cluster (one simulated host, 8x 96 GB GPUs, Kimi K2.6).",
+    )
+    parser.add_argument(
+        "--time-scale",
+        type=float,
+        metavar="X",
+        help="simulated pace: 1.0 is the seed's real pace, 0.05 twenty times faster "
+        "(default: SERVE_CONSOLE_SIM_TIME_SCALE, else the demo config's)",
+    )
+    parser.add_argument("--json", action="store_true", help="JSON lines instead of the human report")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from console.config_loader import demo_config_path, load_config
+    from console.hosts.sim_units import TIME_SCALE_ENV
+    from console.hosts.state_dir import STATE_DIR_ENV
+
+    if args.time_scale is not None:
+        if args.time_scale <= 0:
+            from console.errors import UsageError
+
+            raise UsageError("--time-scale must be positive")
+        os.environ[TIME_SCALE_ENV] = repr(args.time_scale)
+    config = load_config(demo_config_path())
+    host_cfg = config.hosts[0]
+    if os.environ.get(STATE_DIR_ENV):
+        return asyncio.run(_story(host_cfg, Path(os.environ[STATE_DIR_ENV]), args.json))
+    with tempfile.TemporaryDirectory(prefix="serve-console-demo-") as tmp:
+        return asyncio.run(_story(host_cfg, Path(tmp), args.json))
+
+
+async def _story(host_cfg, state_root: Path, as_json: bool) -> int:
+    from console.commands.switch_output import HumanPrinter, JsonPrinter, verdict_lines
+    from console.hosts.factory import open_host
+    from console.hosts.sim_units import time_scale
+    from console.ops.audit import AuditLog
+    from console.ops.events import FAILED, READY
+    from console.ops.switch import switch_layout
+
+    host = open_host(host_cfg, state_dir=state_root)
+    audit = AuditLog(state_root / "audit.sqlite3")
+    service = host_cfg.services[0]
+    say = (lambda _t: None) if as_json else print
+    printer = JsonPrinter() if as_json else HumanPrinter(host.name, service.name)
+    say(f"serve-console demo: host {host.name}, {service.name}, time scale {time_scale(host_cfg):g}")
+    try:
+        say("\n1. Switch to EP8 (--tp-size 8 --ep-size 8), the seed's best layout:")
+        first = await switch_layout(host, service, "EP8", audit=audit, on_event=printer)
+        if first.outcome != READY:
+            say("EP8 did not come up; the story cannot go on.")
+            return 1
+        say("\n2. Switch to TP4 EP2, forced past the fit check (the seed's OOM):")
+        second = await switch_layout(host, service, "TP4 EP2", force=True, audit=audit, on_event=printer)
+        say("\nReport")
+        say(f"  EP8: ready in {first.elapsed_s:.1f} s")
+        for text in verdict_lines(second):
+            say(f"  {text}")
+        ok = second.outcome == FAILED and second.rollback is not None and second.rollback.outcome == READY
+        say("  The seed's 15 s polling loop would have needed up to 15 s to notice the death, and would have")
+        say("  taken /v1/models answering for readiness.")
+        return 0 if ok else 1
+    finally:
+        say("\nStopping the demo's units...")
+        await host.services.stop_all()
+        audit.close()
+        await host.close()

@@ -1,0 +1,58 @@
+"""What the headless commands share: loading the config, picking a host and a service, printing JSON."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from console.config import ConsoleConfig, HostConfig, ServiceConfig
+from console.errors import UsageError
+
+
+def add_host_option(parser: argparse.ArgumentParser, *, service: bool = True) -> None:
+    parser.add_argument("--host", metavar="H", help="the host (default: the only one)")
+    if service:
+        parser.add_argument("--service", metavar="S", help="the service (default: the host's only one)")
+
+
+def load(args: argparse.Namespace) -> ConsoleConfig:
+    """hosts.toml as --config names it, or found in the usual places."""
+    from console.config_loader import load_config
+
+    return load_config(getattr(args, "config", None))
+
+
+def pick_host(config: ConsoleConfig, name: str | None) -> HostConfig:
+    """The host named by --host, or the only one.
+
+    Raises:
+        UsageError: no such host, or several and none named.
+    """
+    found = config.host(name)
+    if found is None:
+        names = ", ".join(h.name for h in config.hosts) or "none"
+        if name is None:
+            raise UsageError(f"{config.path}: several hosts; name one with --host (hosts: {names})")
+        raise UsageError(f"{config.path}: no host {name!r} (hosts: {names})")
+    return found
+
+
+def pick_service(host: HostConfig, name: str | None) -> ServiceConfig:
+    """The service named by --service, or the host's only one."""
+    found = host.service(name)
+    if found is None:
+        names = ", ".join(s.name for s in host.services) or "none"
+        if name is None:
+            raise UsageError(
+                f"host {host.name}: several services; name one with --service (services: {names})"
+            )
+        raise UsageError(f"host {host.name}: no service {name!r} (services: {names})")
+    return found
+
+
+def print_json(obj: dict[str, Any]) -> None:
+    """One JSON line, flushed at once so scripts see events as they happen."""
+    sys.stdout.write(json.dumps(obj, separators=(", ", ": ")) + "\n")
+    sys.stdout.flush()

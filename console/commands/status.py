@@ -1,0 +1,84 @@
+"""`serve-console status`: every service's unit state, active layout, GPUs and health."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+
+from console.commands.host_args import add_host_option, load, pick_host, print_json
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "status",
+        help="unit state, active layout, GPU memory and health of each service",
+        description="One line per service (JSON lines with --json). Exit 1 if a host could not be read.",
+    )
+    add_host_option(parser, service=False)
+    parser.add_argument("--json", action="store_true", help="one JSON object per service")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    config = load(args)
+    hosts = [pick_host(config, args.host)] if args.host else list(config.hosts)
+    return asyncio.run(_status(hosts, args.json))
+
+
+async def _status(host_cfgs, as_json: bool) -> int:
+    from console.hosts.factory import open_host
+    from console.ops.audit import open_audit
+    from console.ops.status import service_status
+
+    audit = open_audit()
+    failed = False
+    try:
+        for host_cfg in host_cfgs:
+            host = open_host(host_cfg)
+            try:
+                snapshot = await host.gpus.sample()
+                for service in host_cfg.services:
+                    st = await service_status(host, service, audit=audit, snapshot=snapshot)
+                    failed = failed or st.error is not None
+                    if as_json:
+                        print_json(st.to_json())
+                    else:
+                        _print_human(st)
+            except Exception as exc:  # one host down never hides the others
+                failed = True
+                if as_json:
+                    print_json({"event": "status", "host": host_cfg.name, "error": str(exc)})
+                else:
+                    print(f"{host_cfg.name}: unreachable: {exc}", file=sys.stderr)
+            finally:
+                await host.close()
+    finally:
+        audit.close()
+    return 1 if failed else 0
+
+
+def _print_human(st) -> None:
+    unit = st.active_state
+    if unit is not None:
+        state = f"{unit.active} ({unit.sub})"
+    else:
+        dead = [u for u in st.units if u.active == "failed"]
+        state = f"failed: {', '.join(u.unit for u in dead)}" if dead else "no unit running"
+    health = st.health.status if st.health else "-"
+    print(f"{st.host}/{st.service} [{st.engine}]  layout {st.active_layout or '-'}  {state}  health {health}")
+    if unit is not None:
+        print(f"  unit {unit.unit}, main pid {unit.main_pid or '-'}")
+    gpus = st.gpus.gpus if st.gpus else ()
+    if gpus:
+        used = sum(g.used_mib or 0 for g in gpus)
+        total = sum(g.total_mib or 0 for g in gpus)
+        print(f"  GPUs: {len(gpus)}, {used} / {total} MiB used")
+        for g in gpus:
+            print(
+                f"    GPU {g.index}  {g.used_mib if g.used_mib is not None else '?':>6} / {g.total_mib or '?'} MiB  {g.name or ''}"
+            )
+    elif st.gpus and st.gpus.error:
+        print(f"  GPUs: {st.gpus.error}")
+    if st.error:
+        print(f"  error: {st.error}")

@@ -1,0 +1,66 @@
+"""`serve-console switch LAYOUT`: switch a service's layout and report, live, whether it came up."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+
+from console.commands.host_args import add_host_option, load, pick_host, pick_service
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "switch",
+        help="switch a service to another layout and watch it come up",
+        description="Stop the running layout, start LAYOUT, and watch journal, unit state and health "
+        "until it is ready or has failed; roll back to the last ready layout on failure. "
+        "Exit 0 ready, 1 failed/timeout/refused, 2 usage or config error.",
+    )
+    parser.add_argument("layout", metavar="LAYOUT", help="layout name as in hosts.toml (`EP8`, `TP4EP2`)")
+    add_host_option(parser)
+    parser.add_argument("--json", action="store_true", help="JSON lines: events, then one result")
+    parser.add_argument("--force", action="store_true", help="switch even if the fit predicts oom or invalid")
+    parser.add_argument(
+        "--timeout", type=float, default=900.0, metavar="S", help="seconds to wait (default 900)"
+    )
+    parser.add_argument("--no-rollback", action="store_true", help="leave a failed layout as it is")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from console.errors import UsageError
+
+    if args.timeout <= 0:
+        raise UsageError("--timeout must be positive")
+    config = load(args)
+    host_cfg = pick_host(config, args.host)
+    service = pick_service(host_cfg, args.service)
+    return asyncio.run(_switch(host_cfg, service, args))
+
+
+async def _switch(host_cfg, service, args: argparse.Namespace) -> int:
+    from console.commands.switch_output import HumanPrinter, JsonPrinter
+    from console.hosts.factory import open_host
+    from console.ops.audit import open_audit
+    from console.ops.events import READY
+    from console.ops.switch import resolve, switch_layout
+
+    host = open_host(host_cfg)
+    audit = open_audit()
+    try:
+        resolve(host, service, args.layout)  # a bad layout name is a usage error before anything runs
+        printer = JsonPrinter() if args.json else HumanPrinter(host.name, service.name)
+        result = await switch_layout(
+            host,
+            service,
+            args.layout,
+            force=args.force,
+            timeout_s=args.timeout,
+            rollback=not args.no_rollback,
+            audit=audit,
+            on_event=printer,
+        )
+    finally:
+        audit.close()
+        await host.close()
+    return 0 if result.outcome == READY else 1

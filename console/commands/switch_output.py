@@ -1,0 +1,127 @@
+"""How `switch` and `demo` print a switch: JSON lines for scripts, or timed lines and a plain verdict."""
+
+from __future__ import annotations
+
+import sys
+from typing import TextIO
+
+from console.commands.host_args import print_json
+from console.domain.models import Finding
+from console.ops.events import (
+    FindingEvent,
+    HealthEvent,
+    PhaseEvent,
+    ProgressEvent,
+    ResultEvent,
+    StateEvent,
+    StepEvent,
+    SwitchEvent,
+    SwitchResult,
+)
+
+
+class JsonPrinter:
+    """Each event as one JSON line."""
+
+    def __call__(self, event: SwitchEvent) -> None:
+        print_json(event.to_json())
+
+
+def _size(n: int | None) -> str:
+    from console.domain.units import format_bytes
+
+    return "?" if n is None else format_bytes(n)
+
+
+def failure_words(failure: Finding | None, reason: str) -> list[str]:
+    """A failure in plain words; for a CUDA OOM, its figures."""
+    if failure is None:
+        return [reason]
+    lines = [failure.summary]
+    oom = failure.oom
+    if oom is not None:
+        gpu = f"GPU {oom.gpu}" if oom.gpu is not None else "a GPU"
+        rank = f" on rank {failure.rank}" if failure.rank else ""
+        lines.append(
+            f"{gpu}{rank} tried to allocate {_size(oom.tried_bytes)} with {_size(oom.free_bytes)} free "
+            f"of {_size(oom.total_bytes)} ({_size(oom.in_use_bytes)} in use by the process)"
+        )
+    elif failure.line and failure.line != failure.summary:
+        lines.append(f"log: {failure.line[:200]}")
+    return lines
+
+
+def verdict_lines(result: SwitchResult) -> list[str]:
+    """The final verdict of a switch and of its rollback, in plain words."""
+    detected = f"{result.detected_after_s:.2f} s" if result.detected_after_s is not None else "?"
+    out: list[str] = []
+    if result.outcome == "ready":
+        out.append(
+            f"READY: {result.layout} is serving after {result.elapsed_s:.1f} s (verdict {detected} after the engine said so)"
+        )
+    elif result.outcome == "refused":
+        out.append(f"REFUSED: {result.reason}")
+    elif result.outcome == "timeout":
+        out.append(f"TIMEOUT: {result.layout}: {result.reason}")
+    else:
+        words = failure_words(result.failure, result.reason)
+        out.append(f"FAILED: {result.layout} after {result.elapsed_s:.1f} s: {words[0]}")
+        out += [f"  {w}" for w in words[1:]]
+        out.append(f"  detected {detected} after the decisive log line or state change")
+    back = result.rollback
+    if back is not None:
+        back_detected = f"{back.detected_after_s:.2f} s" if back.detected_after_s is not None else "?"
+        if back.outcome == "ready":
+            out.append(
+                f"ROLLED BACK: {back.layout} is ready again after {back.elapsed_s:.1f} s (verdict {back_detected} after its ready line)"
+            )
+        else:
+            words = failure_words(back.failure, back.reason)
+            out.append(f"ROLLBACK {back.outcome.upper()}: {back.layout}: {words[0]}")
+    return out
+
+
+class HumanPrinter:
+    """Timed lines as the switch goes, then the verdict."""
+
+    def __init__(
+        self, host: str, service: str, *, out: TextIO | None = None, progress_step: float = 0.25
+    ) -> None:
+        self.host = host
+        self.service = service
+        self.out = out or sys.stdout
+        self.progress_step = progress_step
+        self._next_progress = 0.0
+
+    def line(self, event: SwitchEvent, kind: str, text: str) -> None:
+        mark = "  ↩ " if event.rollback else "  "
+        self.out.write(f"{mark}{event.elapsed_s:7.2f}s  {kind:<9} {text}\n")
+        self.out.flush()
+
+    def __call__(self, event: SwitchEvent) -> None:
+        if isinstance(event, StepEvent):
+            self.line(event, event.step, event.detail)
+        elif isinstance(event, PhaseEvent):
+            self._next_progress = self.progress_step
+            rank = f" [{event.rank}]" if event.rank else ""
+            self.line(event, "phase", f"{event.phase.value}{rank}  {event.detail}".rstrip())
+        elif isinstance(event, ProgressEvent):
+            if event.progress >= self._next_progress or event.progress >= 1.0:
+                while self._next_progress <= event.progress:
+                    self._next_progress += self.progress_step
+                self.line(event, "progress", f"{event.phase.value} {event.progress:4.0%}  {event.detail}")
+        elif isinstance(event, FindingEvent) and event.finding is not None:
+            f = event.finding
+            tag = "finding" if f.fatal else "note"
+            self.line(event, tag, f"[{f.cls.value}]{' ' + f.rank if f.rank else ''} {f.summary}")
+        elif isinstance(event, StateEvent) and event.state is not None:
+            st = event.state
+            result = f", {st.result}" if st.result and st.result != "success" else ""
+            self.line(event, "state", f"{st.unit} {st.active} ({st.sub}{result})")
+        elif isinstance(event, HealthEvent) and event.sample is not None:
+            code = f" {event.sample.http_status}" if event.sample.http_status else ""
+            self.line(event, "health", f"{event.sample.status}{code}")
+        elif isinstance(event, ResultEvent) and event.result is not None:
+            for text in verdict_lines(event.result):
+                self.out.write(text + "\n")
+            self.out.flush()

@@ -1,0 +1,74 @@
+"""`serve-console tail`: a service's journal with the findings of triage marked."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import time
+
+from console.commands.host_args import add_host_option, load, pick_host, pick_service, print_json
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "tail",
+        help="the journal of a service's unit, findings marked",
+        description="The running layout's unit (or the one that ran last), or --unit. Findings of triage "
+        "are marked with `>>` (or carry a `finding` object with --json).",
+    )
+    add_host_option(parser)
+    parser.add_argument("--unit", metavar="U", help="this unit instead of the service's current one")
+    parser.add_argument("--follow", "-f", action="store_true", help="keep printing new entries")
+    parser.add_argument("--json", action="store_true", help="one JSON object per entry")
+    parser.add_argument("-n", type=int, default=50, metavar="N", help="entries before following (default 50)")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from console.errors import UsageError
+
+    if args.n < 0:
+        raise UsageError("-n must not be negative")
+    config = load(args)
+    host_cfg = pick_host(config, args.host)
+    service = pick_service(host_cfg, args.service)
+    return asyncio.run(_tail(host_cfg, service, args))
+
+
+async def _tail(host_cfg, service, args: argparse.Namespace) -> int:
+    from console.domain.triage import Triager
+    from console.hosts.factory import open_host
+    from console.ops.status import unit_states
+
+    host = open_host(host_cfg)
+    try:
+        unit = args.unit
+        if unit is None:
+            states = await unit_states(host, service)
+            running = [s for s in states if s.is_running]
+            latest = sorted(states, key=lambda s: s.since or 0.0)
+            unit = running[0].unit if running else (latest[-1].unit if latest else service.all_units()[0])
+        triager = Triager(service.engine)
+        async for entry in host.services.journal(unit, follow=args.follow, lines=args.n):
+            findings = triager.feed(entry.message, entry.ts)
+            if args.json:
+                print_json(
+                    {
+                        "event": "journal",
+                        "cursor": entry.cursor,
+                        "ts": entry.ts,
+                        "unit": entry.unit,
+                        "source": entry.source,
+                        "priority": entry.priority,
+                        "message": entry.message,
+                        "finding": findings[0].to_json() if findings else None,
+                    }
+                )
+                continue
+            stamp = time.strftime("%H:%M:%S", time.localtime(entry.ts)) + f".{int(entry.ts % 1 * 1000):03d}"
+            print(f"{stamp} {entry.unit}: {entry.message}", flush=True)
+            for f in findings:
+                print(f">> {f.cls.value}{' ' + f.rank if f.rank else ''}: {f.summary}", flush=True)
+    finally:
+        await host.close()
+    return 0

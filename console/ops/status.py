@@ -1,0 +1,151 @@
+"""A service's status at a glance: its units, the active layout, the host's GPUs and the health probe."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from console.config import DROP_IN, ENV_FILE, LayoutConfig, ServiceConfig
+from console.domain.models import GpuSnapshot, HealthSample, UnitState
+
+if TYPE_CHECKING:
+    from console.hosts.base import Host
+    from console.ops.audit import AuditLog
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceStatus:
+    """One service on one host, now."""
+
+    host: str
+    service: str
+    engine: str
+    units: tuple[UnitState, ...]
+    active_unit: str | None
+    active_layout: str | None
+    health: HealthSample | None
+    gpus: GpuSnapshot | None
+    taken_at: float
+    error: str | None = None
+
+    @property
+    def active_state(self) -> UnitState | None:
+        return next((u for u in self.units if u.unit == self.active_unit), None)
+
+    def to_json(self) -> dict[str, Any]:
+        """The `status --json` line of this service."""
+        st = self.active_state
+        gpus = self.gpus.gpus if self.gpus else ()
+        return {
+            "event": "status",
+            "host": self.host,
+            "service": self.service,
+            "engine": self.engine,
+            "active_layout": self.active_layout,
+            "unit": self.active_unit,
+            "state": None if st is None else _state_json(st),
+            "units": [_state_json(u) for u in self.units],
+            "health": None
+            if self.health is None
+            else {
+                "status": self.health.status,
+                "http_status": self.health.http_status,
+                "error": self.health.error,
+            },
+            "gpus": [
+                {
+                    "index": g.index,
+                    "name": g.name,
+                    "used_mib": g.used_mib,
+                    "total_mib": g.total_mib,
+                    "util_pct": g.util_pct,
+                }
+                for g in gpus
+            ],
+            "gpu_used_mib": sum(g.used_mib or 0 for g in gpus),
+            "gpu_total_mib": sum(g.total_mib or 0 for g in gpus),
+            "gpu_error": self.gpus.error if self.gpus else None,
+            "error": self.error,
+            "taken_at": self.taken_at,
+        }
+
+
+def _state_json(st: UnitState) -> dict[str, Any]:
+    return {
+        "unit": st.unit,
+        "active": st.active,
+        "sub": st.sub,
+        "result": st.result,
+        "main_pid": st.main_pid,
+        "since": st.since,
+    }
+
+
+def resolve_layout(service: ServiceConfig, name: str | None) -> LayoutConfig | None:
+    return service.layout(name) if name else None
+
+
+async def unit_states(host: Host, service: ServiceConfig) -> list[UnitState]:
+    """The state of every unit the service may run, in layout order."""
+    return list(await asyncio.gather(*(host.services.state(u) for u in service.all_units())))
+
+
+def running_layout(
+    host_name: str, service: ServiceConfig, states: list[UnitState], audit: AuditLog | None
+) -> tuple[str | None, str | None]:
+    """(unit, layout name) of the running layout, or (None, None).
+
+    Unit-per-layout and template services show it in which unit runs. A single unit (env file, drop-in)
+    runs whatever the console last started on it, which the audit log remembers.
+    """
+    running = [s for s in states if s.is_running]
+    if not running:
+        return None, None
+    unit = running[0].unit
+    if service.mapping in (ENV_FILE, DROP_IN):
+        name = audit.last_started_layout(host_name, service.name) if audit else None
+        lc = resolve_layout(service, name)
+        return unit, lc.name if lc else None
+    for lc in service.layouts:
+        if service.unit_for(lc) == unit:
+            return unit, lc.name
+    return unit, None
+
+
+async def service_status(
+    host: Host, service: ServiceConfig, *, audit: AuditLog | None = None, snapshot: GpuSnapshot | None = None
+) -> ServiceStatus:
+    """Unit states, active layout, GPUs and health of one service; a failing part sets `error`."""
+    errors: list[str] = []
+    states: list[UnitState] = []
+    try:
+        states = await unit_states(host, service)
+    except Exception as exc:  # a host that is down still gets a status line
+        errors.append(f"units: {exc}")
+    unit, layout = running_layout(host.name, service, states, audit)
+    health = None
+    probe = host.probes.get(service.name)
+    if probe is not None:
+        try:
+            health = await probe.probe()
+        except Exception as exc:
+            errors.append(f"health: {exc}")
+    if snapshot is None:
+        try:
+            snapshot = await host.gpus.sample()
+        except Exception as exc:
+            errors.append(f"gpus: {exc}")
+    return ServiceStatus(
+        host=host.name,
+        service=service.name,
+        engine=service.engine.value,
+        units=tuple(states),
+        active_unit=unit,
+        active_layout=layout,
+        health=health,
+        gpus=snapshot,
+        taken_at=time.time(),
+        error="; ".join(errors) or None,
+    )

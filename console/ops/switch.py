@@ -1,0 +1,303 @@
+"""Switch a service to another layout, say within a second whether it came up or why it died.
+
+1. Preflight: the fit predictor; a predicted `oom` or `invalid` refuses the switch unless forced.
+2. Stop the running layout's unit(s); write the env file or drop-in (and daemon-reload) for single-unit
+   services; reset-failed and start the new unit.
+3. Watch journal, unit state and health probe at once (switch_watch); the first decisive event wins.
+4. ready | failed (with the triaged cause) | timeout; on failure roll back to the last layout that was
+   ready, unless told not to, and report the rollback's own outcome.
+5. Every switch goes to the audit log; two switches of one service exclude each other through the host's
+   lock, across processes and machines.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from console.config import DROP_IN, LayoutConfig, ServiceConfig
+from console.domain.models import Finding, FindingClass
+from console.errors import ConsoleError, UsageError
+from console.hosts.base import Host, LockBusy
+from console.ops.events import (
+    FAILED,
+    READY,
+    REFUSED,
+    TIMEOUT,
+    ResultEvent,
+    StepEvent,
+    SwitchEvent,
+    SwitchResult,
+)
+from console.ops.fit_check import fit_layout, host_capacity
+from console.ops.layout_files import layout_file
+from console.ops.status import running_layout, unit_states
+from console.ops.switch_watch import StartWatch
+
+if TYPE_CHECKING:
+    from console.ops.audit import AuditLog
+
+EventSink = Callable[[SwitchEvent], None]
+
+
+def lock_name(service: ServiceConfig) -> str:
+    return f"switch-{service.name}"
+
+
+def resolve(
+    host: Host, service: ServiceConfig | str | None, layout_name: str
+) -> tuple[ServiceConfig, LayoutConfig]:
+    """The service and layout a switch names.
+
+    Raises:
+        UsageError: the service or the layout does not exist (the message lists the choices).
+    """
+    if not isinstance(service, ServiceConfig):
+        found = host.config.service(service)
+        if found is None:
+            names = ", ".join(s.name for s in host.config.services) or "none"
+            what = f"no service {service!r}" if service else "several services; name one with --service"
+            raise UsageError(f"host {host.name}: {what} (services: {names})")
+        service = found
+    layout = service.layout(layout_name)
+    if layout is None:
+        names = ", ".join(lc.name for lc in service.layouts)
+        raise UsageError(f"{host.name}/{service.name}: no layout {layout_name!r} (layouts: {names})")
+    return service, layout
+
+
+async def switch_layout(
+    host: Host,
+    service: ServiceConfig | str | None,
+    layout_name: str,
+    *,
+    force: bool = False,
+    timeout_s: float = 900.0,
+    rollback: bool = True,
+    audit: AuditLog | None = None,
+    on_event: EventSink | None = None,
+    state_poll_s: float = 0.1,
+    health_poll_s: float = 0.5,
+) -> SwitchResult:
+    """Switch `service` on `host` to `layout_name`; emit events as it goes and one result at the end."""
+    svc, layout = resolve(host, service, layout_name)
+    run = _Switch(host, svc, audit, on_event or (lambda _e: None), timeout_s, state_poll_s, health_poll_s)
+    t0 = time.monotonic()
+    try:
+        async with host.lock(lock_name(svc)):
+            result = await run.switch(layout, force=force, rollback=rollback)
+    except LockBusy as exc:
+        reason = f"another switch of {svc.name} is running on {host.name} ({exc})"
+        result = run.refused(layout, reason, force, elapsed_s=time.monotonic() - t0)
+    run.emit(ResultEvent(layout=result.layout, elapsed_s=result.elapsed_s, result=result))
+    return result
+
+
+class _Switch:
+    """One switch (and its rollback) under the service's lock."""
+
+    def __init__(
+        self,
+        host: Host,
+        service: ServiceConfig,
+        audit: AuditLog | None,
+        emit: EventSink,
+        timeout_s: float,
+        state_poll_s: float,
+        health_poll_s: float,
+    ) -> None:
+        self.host = host
+        self.service = service
+        self.audit = audit
+        self.emit = emit
+        self.timeout_s = timeout_s
+        self.state_poll_s = state_poll_s
+        self.health_poll_s = health_poll_s
+
+    def step(
+        self,
+        layout: str,
+        t0: float,
+        step: str,
+        detail: str,
+        *,
+        unit: str | None = None,
+        rollback: bool = False,
+    ) -> None:
+        self.emit(
+            StepEvent(
+                layout=layout,
+                elapsed_s=time.monotonic() - t0,
+                rollback=rollback,
+                step=step,
+                detail=detail,
+                unit=unit,
+            )
+        )
+
+    def refused(
+        self,
+        layout: LayoutConfig,
+        reason: str,
+        forced: bool,
+        *,
+        elapsed_s: float = 0.0,
+        fit: dict | None = None,
+    ) -> SwitchResult:
+        audit_id = None
+        if self.audit is not None:
+            audit_id = self.audit.begin(
+                host=self.host.name, service=self.service.name, to_layout=layout.name, forced=forced
+            )
+            self.audit.finish(
+                audit_id, outcome=REFUSED, reason=reason, detected_after_s=0.0, elapsed_s=elapsed_s
+            )
+        now = time.time()
+        return SwitchResult(
+            host=self.host.name, service=self.service.name, layout=layout.name, outcome=REFUSED, reason=reason,
+            detected_after_s=0.0, elapsed_s=elapsed_s, forced=forced, fit=fit, audit_id=audit_id,
+            started_at=now - elapsed_s, verdict_at=now,
+        )  # fmt: skip
+
+    async def switch(self, layout: LayoutConfig, *, force: bool, rollback: bool) -> SwitchResult:
+        t0 = time.monotonic()
+        states = await unit_states(self.host, self.service)
+        _unit, from_layout = running_layout(self.host.name, self.service, states, self.audit)
+        fit = fit_layout(self.service, layout, await host_capacity(self.host))
+        fit_json = fit.to_json() if fit is not None else None
+        if fit is None:
+            self.step(
+                layout.name, t0, "preflight", "fit unknown (no model config or GPU capacity); not checked"
+            )
+        elif fit.verdict in ("oom", "invalid"):
+            if not force:
+                reason = f"preflight: {layout.name} is predicted {fit.verdict}: {fit.reason} (use --force to try anyway)"
+                self.step(layout.name, t0, "preflight", reason)
+                return self.refused(layout, reason, force, elapsed_s=time.monotonic() - t0, fit=fit_json)
+            self.step(layout.name, t0, "preflight", f"predicted {fit.verdict}: {fit.reason}; forced")
+        else:
+            self.step(layout.name, t0, "preflight", f"predicted {fit.verdict}: {fit.reason}")
+        result = await self.start(layout, from_layout=from_layout, forced=force, fit_json=fit_json, t0=t0)
+        if result.outcome in (FAILED, TIMEOUT) and rollback:
+            result = await self.roll_back(result, from_layout)
+        return result
+
+    async def roll_back(self, failed: SwitchResult, from_layout: str | None) -> SwitchResult:
+        target_name = (
+            self.audit.last_ready_layout(self.host.name, self.service.name, exclude=failed.layout)
+            if self.audit
+            else None
+        )
+        if target_name is None and from_layout and from_layout != failed.layout:
+            target_name = from_layout  # no history: the layout that ran before is the best guess
+        target = self.service.layout(target_name) if target_name else None
+        if target is None:
+            t0 = time.monotonic()
+            self.step(
+                failed.layout,
+                t0,
+                "rollback",
+                "no layout is known to have been ready; not rolling back",
+                rollback=True,
+            )
+            return failed
+        t0 = time.monotonic()
+        self.step(target.name, t0, "rollback", f"rolling back to {target.name}", rollback=True)
+        back = await self.start(
+            target, from_layout=failed.layout, forced=True, fit_json=None, t0=t0, rollback_of=failed.audit_id
+        )
+        return _with_rollback(failed, back)
+
+    async def start(
+        self,
+        layout: LayoutConfig,
+        *,
+        from_layout: str | None,
+        forced: bool,
+        fit_json: dict | None,
+        t0: float,
+        rollback_of: int | None = None,
+    ) -> SwitchResult:
+        """Stop what runs, start `layout`, watch it to a verdict, audit it."""
+        is_rollback = rollback_of is not None
+        svc, unit = self.service, self.service.unit_for(layout)
+        audit_id = None
+        if self.audit is not None:
+            audit_id = self.audit.begin(
+                host=self.host.name, service=svc.name, to_layout=layout.name, from_layout=from_layout,
+                forced=forced, rollback_of=rollback_of, fit_verdict=(fit_json or {}).get("verdict"),
+            )  # fmt: skip
+        started_at = time.time()
+        try:
+            verdict_fields = await self._start_and_watch(layout, unit, t0, is_rollback)
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            if self.audit is not None and audit_id is not None:
+                self.audit.finish(audit_id, outcome="interrupted", reason="the switch was cancelled")
+            raise
+        outcome, reason, failure, detected, verdict_at, phase = verdict_fields
+        elapsed = time.monotonic() - t0
+        if self.audit is not None and audit_id is not None:
+            self.audit.finish(
+                audit_id, outcome=outcome, reason=reason, failure=failure.to_json() if failure else None,
+                detected_after_s=detected, elapsed_s=elapsed,
+            )  # fmt: skip
+        return SwitchResult(
+            host=self.host.name, service=svc.name, layout=layout.name, outcome=outcome, reason=reason,
+            from_layout=from_layout, unit=unit, failure=failure, detected_after_s=detected, elapsed_s=elapsed,
+            phase=phase, forced=forced, fit=fit_json, audit_id=audit_id, started_at=started_at, verdict_at=verdict_at,
+        )  # fmt: skip
+
+    async def _start_and_watch(self, layout: LayoutConfig, unit: str, t0: float, rollback: bool) -> tuple:
+        services = self.host.services
+        for state in await unit_states(self.host, self.service):
+            if state.is_running:
+                self.step(
+                    layout.name, t0, "stop", f"stopping {state.unit}", unit=state.unit, rollback=rollback
+                )
+                await services.stop(state.unit)
+        written = layout_file(self.service, layout)
+        if written is not None:
+            path, content = written
+            self.step(layout.name, t0, "write", f"writing {path}", unit=unit, rollback=rollback)
+            await services.write_file(path, content)
+            if self.service.mapping == DROP_IN:
+                await services.daemon_reload()
+        await services.reset_failed(unit)
+        cursor = None
+        async for entry in services.journal(unit, follow=False, lines=1):
+            cursor = entry.cursor
+        self.step(layout.name, t0, "start", f"starting {unit}", unit=unit, rollback=rollback)
+        try:
+            await services.start(unit)
+        except ConsoleError as exc:
+            now = time.time()
+            reason = f"start of {unit} refused: {exc}"
+            failure = Finding(cls=FindingClass.UNIT_FAILED, line=str(exc), summary=reason, ts=now)
+            return FAILED, reason, failure, 0.0, now, "failed"
+        watch = StartWatch(
+            self.host, self.service, unit, layout=layout.name, emit=self.emit, started_mono=t0,
+            rollback=rollback, state_poll_s=self.state_poll_s, health_poll_s=self.health_poll_s,
+        )  # fmt: skip
+        self.step(
+            layout.name, t0, "watch", "watching journal, unit state and health", unit=unit, rollback=rollback
+        )
+        verdict = await watch.run(after_cursor=cursor, timeout_s=self.timeout_s)
+        return (
+            verdict.outcome,
+            verdict.reason,
+            verdict.failure,
+            verdict.detected_after_s,
+            verdict.verdict_at,
+            verdict.phase.value,
+        )
+
+
+def _with_rollback(failed: SwitchResult, back: SwitchResult) -> SwitchResult:
+    from dataclasses import replace
+
+    return replace(failed, rollback=back)
+
+
+__all__ = ["READY", "FAILED", "TIMEOUT", "REFUSED", "SwitchResult", "switch_layout", "resolve", "lock_name"]

@@ -1,0 +1,228 @@
+"""Watching one start: the journal, the unit state and the health probe at once; the first decisive event wins.
+
+- The journal gives phases, progress and triaged findings. A classified fatal finding (CUDA OOM, NCCL,
+  port in use, ...) fails the start at once; systemd's `Main process exited` line does too.
+- The unit state catches a death the journal does not explain (`unit_failed`). It waits a moment for
+  the journal first, so a triaged cause wins over the bare state.
+- The probe confirms readiness only once the engine's own log says HTTP is up: `/health` is the engine
+  reporting itself, and `/v1/models` alone never means ready.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from console.config import ServiceConfig
+from console.domain.models import Engine, Finding, FindingClass, JournalEntry, Phase, UnitState
+from console.domain.phases import PhaseTracker
+from console.domain.triage import Triager
+from console.hosts.base import Host
+from console.ops.events import (
+    FAILED,
+    READY,
+    TIMEOUT,
+    FindingEvent,
+    HealthEvent,
+    PhaseEvent,
+    ProgressEvent,
+    StateEvent,
+    StepEvent,
+    SwitchEvent,
+)
+
+#: How long a state-detected death waits for the journal to explain it.
+JOURNAL_GRACE_S = 0.3
+#: Phases after which a 200 from /health counts as the engine's own readiness.
+_HTTP_PHASES = (Phase.HTTP_UP, Phase.WARMING_UP, Phase.READY)
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """The outcome of one watched start."""
+
+    outcome: str
+    reason: str
+    failure: Finding | None
+    decisive_ts: float
+    """When the decisive journal entry was logged, the state changed or the probe answered."""
+    verdict_at: float
+    phase: Phase
+
+    @property
+    def detected_after_s(self) -> float:
+        return max(0.0, self.verdict_at - self.decisive_ts)
+
+
+class StartWatch:
+    """Watches one unit's start until it is ready, has failed, or the time is up."""
+
+    def __init__(
+        self,
+        host: Host,
+        service: ServiceConfig,
+        unit: str,
+        *,
+        layout: str,
+        emit: Callable[[SwitchEvent], None],
+        started_mono: float,
+        rollback: bool = False,
+        state_poll_s: float = 0.1,
+        health_poll_s: float = 0.5,
+    ) -> None:
+        self.host = host
+        self.service = service
+        self.unit = unit
+        self.layout = layout
+        self._emit_cb = emit
+        self.started_mono = started_mono
+        self.rollback = rollback
+        self.state_poll_s = state_poll_s
+        self.health_poll_s = health_poll_s
+        self.triager = Triager(service.engine)
+        self.phases = PhaseTracker(service.engine)
+        self.unexplained: list[Finding] = []  # non-fatal exceptions: the cause if the unit then dies
+        self._verdict: asyncio.Future[Verdict] | None = None
+        self._cursor: str | None = None
+        self._last_phase: Phase | None = None
+
+    # -- plumbing ----------------------------------------------------------------------------------------
+
+    def _elapsed(self) -> float:
+        return time.monotonic() - self.started_mono
+
+    def emit(self, cls: type[SwitchEvent], **fields: object) -> None:
+        self._emit_cb(cls(layout=self.layout, elapsed_s=self._elapsed(), rollback=self.rollback, **fields))
+
+    def decide(self, outcome: str, reason: str, failure: Finding | None, decisive_ts: float) -> None:
+        if self._verdict is not None and not self._verdict.done():
+            verdict = Verdict(outcome, reason, failure, decisive_ts, time.time(), self.phases.phase)
+            self._verdict.set_result(verdict)
+
+    async def run(self, *, after_cursor: str | None, timeout_s: float) -> Verdict:
+        """Watch until the first decisive event; the journal starts after `after_cursor`."""
+        self._verdict = asyncio.get_running_loop().create_future()
+        self._cursor = after_cursor
+        tasks = [
+            asyncio.create_task(self._watch_journal(), name="watch-journal"),
+            asyncio.create_task(self._watch_state(), name="watch-state"),
+            asyncio.create_task(self._watch_health(), name="watch-health"),
+        ]
+        try:
+            return await asyncio.wait_for(asyncio.shield(self._verdict), timeout=timeout_s)
+        except TimeoutError:
+            now = time.time()
+            reason = f"no verdict within {timeout_s:g} s (last phase: {self.phases.phase.value})"
+            return Verdict(TIMEOUT, reason, None, now, now, self.phases.phase)
+        finally:
+            for task in tasks:
+                task.cancel()
+            for task in tasks:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+
+    # -- the three watchers ------------------------------------------------------------------------------
+
+    async def _watch_journal(self) -> None:
+        while True:
+            try:
+                async for entry in self.host.services.journal(
+                    self.unit, after_cursor=self._cursor, follow=True
+                ):
+                    self._cursor = entry.cursor
+                    self.on_entry(entry)
+                return
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # a dropped stream resumes after the last cursor
+                self.emit(StepEvent, step="watch", detail=f"journal stream: {exc}; resuming", unit=self.unit)
+                await asyncio.sleep(0.5)
+
+    def on_entry(self, entry: JournalEntry) -> None:
+        """Feed one journal entry to phases and triage, and decide if it is decisive."""
+        event = self.phases.feed(entry.message, entry.ts)
+        if event is not None and event.phase is not Phase.FAILED:
+            if event.phase is not self._last_phase:
+                self._last_phase = event.phase
+                self.emit(PhaseEvent, phase=event.phase, detail=event.detail, rank=event.rank, ts=entry.ts)
+            if event.progress is not None:
+                self.emit(
+                    ProgressEvent,
+                    phase=event.phase,
+                    progress=event.progress,
+                    detail=event.detail,
+                    ts=entry.ts,
+                )
+            if event.phase is Phase.READY:
+                self.decide(READY, "the engine reports it is ready", None, entry.ts)
+        for finding in self.triager.feed(entry.message, entry.ts):
+            self.emit(FindingEvent, finding=finding)
+            if finding.cls is FindingClass.UNIT_FAILED:
+                if finding.fatal:
+                    cause = self.unexplained[-1] if self.unexplained else finding
+                    self.decide(FAILED, cause.summary, cause, entry.ts)
+            elif finding.fatal:
+                self.phases.mark_failed(entry.ts, finding.summary, finding.rank)
+                self.decide(FAILED, finding.summary, finding, entry.ts)
+            elif finding.cls is FindingClass.TRACEBACK:
+                self.unexplained.append(finding)
+
+    async def _watch_state(self) -> None:
+        last: UnitState | None = None
+        while True:
+            try:
+                state = await self.host.services.state(self.unit)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                self.emit(StepEvent, step="watch", detail=f"unit state: {exc}", unit=self.unit)
+                await asyncio.sleep(max(self.state_poll_s, 0.5))
+                continue
+            if last is None or (state.active, state.sub, state.result) != (
+                last.active,
+                last.sub,
+                last.result,
+            ):
+                self.emit(StateEvent, state=state)
+            last = state
+            if state.active in ("failed", "inactive") or state.sub == "auto-restart":
+                changed_at = state.since or time.time()
+                await asyncio.sleep(JOURNAL_GRACE_S)  # let the journal name the cause first
+                self.decide(FAILED, *self._state_cause(state), changed_at)
+                return
+            await asyncio.sleep(self.state_poll_s)
+
+    def _state_cause(self, state: UnitState) -> tuple[str, Finding]:
+        if self.unexplained:
+            cause = self.unexplained[-1]
+            return cause.summary, cause
+        how = f"result {state.result}" if state.result else state.active
+        if state.exec_main_status is not None:
+            how += f", status {state.exec_main_status}"
+        summary = f"{self.unit} ended before it was ready ({state.active}, {how})"
+        line = f"{self.unit}: ActiveState={state.active} SubState={state.sub} Result={state.result}"
+        return summary, Finding(cls=FindingClass.UNIT_FAILED, line=line, summary=summary, ts=state.since)
+
+    async def _watch_health(self) -> None:
+        probe = self.host.probes.get(self.service.name)
+        if probe is None:
+            return
+        last_status: str | None = None
+        while True:
+            try:
+                sample = await probe.probe()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                sample = None
+            if sample is not None:
+                if sample.status != last_status:
+                    self.emit(HealthEvent, sample=sample)
+                    last_status = sample.status
+                engine_says_up = self.phases.phase in _HTTP_PHASES or self.service.engine is Engine.OPENAI
+                if sample.status == "ready" and engine_says_up:
+                    self.decide(READY, "/health answers 200", None, sample.taken_at)
+            await asyncio.sleep(self.health_poll_s)

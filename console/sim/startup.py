@@ -33,6 +33,7 @@ from console.sim.logfmt import EngineLog, capture_progress, shard_progress
 from console.sim.server_args import server_args_line
 
 SHARD_BYTES = 9.3e9  # Kimi K2.x ships 64 shards of ~9.3 GB
+LAUNCH_S = 3.5  # tokenizer, processor and scheduler processes start before init distributed
 NCCL_HANG_S = 20.0  # the watchdog fires after this much story time (its message keeps the real timeout)
 CAPTURE_BATCH_SIZES = (1, 2, 4, 8, 12, 16, 24, 32, 40, 48, 56, 64, 72, 80, 88, 96, 104, 112, 120, 128,
                        136, 144, 152, 160, 192, 224, 256)
@@ -130,7 +131,7 @@ class Startup:
         return text if isinstance(text, dict) else self.config
 
     async def init_distributed(self) -> None:
-        await self.at(1.6)
+        await self.at(LAUNCH_S)
         order = sorted(self.ranks, key=lambda r: self.rng.random())
         for rank in order:
             self.log.log("Init torch distributed begin.", rank)

@@ -117,3 +117,30 @@ def engine_pids(state_root: Path) -> list[int]:
         if b"console.sim.engine" in cmd and mine and live(int(entry.name)):
             out.append(int(entry.name))
     return out
+
+
+class SimHosts:
+    """Builds simulated hosts under one state dir and stops everything they started at the end."""
+
+    def __init__(self, state_root: Path) -> None:
+        self.state_root = state_root
+        self.hosts: list = []
+
+    def __call__(self, cfg: HostConfig | None = None, **kwargs):
+        from console.hosts.sim_host import build_sim_host
+
+        host = build_sim_host(cfg or sim_host_config(**kwargs), self.state_root)
+        self.hosts.append(host)
+        return host
+
+    def audit(self):
+        from console.ops.audit import AuditLog
+
+        return AuditLog(self.state_root / "audit.sqlite3")
+
+    async def close(self) -> None:
+        for host in self.hosts:
+            await host.services.stop_all()
+            await host.close()
+        leftovers = engine_pids(self.state_root)
+        assert leftovers == [], f"engines survived their units: {leftovers}"

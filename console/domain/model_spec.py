@@ -81,9 +81,9 @@ class ModelSpec:
         cfg = _Fields(text)
         arch_list = data.get("architectures") or text.get("architectures") or ["unknown"]
         architecture = str(arch_list[0]) if isinstance(arch_list, list) and arch_list else "unknown"
-        num_layers = cfg.int("num_hidden_layers")
-        hidden = cfg.int("hidden_size")
-        num_heads = cfg.int("num_attention_heads")
+        num_layers = cfg.int("num_hidden_layers", minimum=1)
+        hidden = cfg.int("hidden_size", minimum=1)
+        num_heads = cfg.int("num_attention_heads", minimum=1)
         dtype_name = str(
             text.get("torch_dtype") or text.get("dtype") or data.get("torch_dtype") or "bfloat16"
         )
@@ -99,12 +99,12 @@ class ModelSpec:
             model_type=str(text.get("model_type") or data.get("model_type") or "unknown"),
             num_layers=num_layers,
             hidden_size=hidden,
-            vocab_size=cfg.int("vocab_size"),
+            vocab_size=cfg.int("vocab_size", minimum=1),
             tie_word_embeddings=bool(text.get("tie_word_embeddings", data.get("tie_word_embeddings", False))),
             dtype_bytes=_DTYPE_BYTES.get(dtype_name.replace("torch.", ""), 2),
             attention="mla" if is_mla else "gqa",
             num_heads=num_heads,
-            num_kv_heads=cfg.int("num_key_value_heads", default=num_heads),
+            num_kv_heads=cfg.int("num_key_value_heads", default=num_heads, minimum=1),
             head_dim=head_dim,
             attention_bias=bool(text.get("attention_bias", False)) or text.get("model_type") == "qwen2_moe",
             qk_norm=str(text.get("model_type", "")).startswith("qwen3"),
@@ -157,13 +157,13 @@ class _Fields:
     def __init__(self, data: dict[str, Any]) -> None:
         self.data = data
 
-    def int(self, *names: str, default: int | None = None) -> int:
+    def int(self, *names: str, default: int | None = None, minimum: int = 0) -> int:
         for name in names:
             value = self.data.get(name)
             if value is None:
                 continue
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
+            if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+                raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
             return value
         if default is None:
             raise ValueError(f"missing {names[0]}")

@@ -72,7 +72,7 @@ def quant_from_config(cfg: Any) -> QuantSpec:
     method = str(cfg.get("quant_method", "")).lower()
     if method == "fp8":
         block = cfg.get("weight_block_size")
-        skip = tuple(str(m) for m in cfg.get("modules_to_not_convert") or ())
+        skip = _names(cfg.get("modules_to_not_convert"), "modules_to_not_convert")
         if block is None:
             return QuantSpec(method="fp8", bits=8, skip=skip)
         if not (isinstance(block, list) and len(block) == 2 and all(_pos_int(b) for b in block)):
@@ -100,8 +100,16 @@ def _compressed_tensors(cfg: dict[str, Any]) -> QuantSpec:
         raise ValueError(f"pack-quantized num_bits must be 4 or 8, got {bits!r}")
     if weights.get("strategy") == "group" and not _pos_int(group):
         raise ValueError(f"pack-quantized group_size must be a positive integer, got {group!r}")
-    skip = tuple(str(m) for m in cfg.get("ignore") or ())
+    skip = _names(cfg.get("ignore"), "ignore")
     return QuantSpec(method="int", bits=bits, group_size=group if _pos_int(group) else None, skip=skip)
+
+
+def _names(value: Any, field: str) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise ValueError(f"{field} must be a list of module names")
+    return tuple(str(m) for m in value)
 
 
 def _pos_int(value: Any) -> bool:

@@ -15,7 +15,7 @@ Verdicts:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from console.domain.engine_memory import (
@@ -33,9 +33,9 @@ from console.domain.engine_memory import (
 from console.domain.layout import Layout, check_layout, gpus_used
 from console.domain.model_spec import ModelSpec
 from console.domain.models import Engine
-from console.domain.sharding import placement, shard_problem
+from console.domain.sharding import RankPlacement, placement, shard_problem
 from console.domain.units import GIB
-from console.domain.weights import TensorAlloc, rank_load_plan, rank_weight_bytes
+from console.domain.weights import TensorAlloc, placement_plan, rank_load_plan
 
 __all__ = [
     "TIGHT_KV_TOKENS",
@@ -122,11 +122,7 @@ def predict_fit(
     problem = problem or shard_problem(spec, layout, rules)
     if problem:
         return FitResult(layout.name, engine_name, used, 0.0, 0.0, 0.0, "invalid", problem, 0, gpu_mem_gib)
-    per_rank = [
-        rank_weight_bytes(spec, layout, rules, rank) for rank in range(_distinct_ranks(layout, rules))
-    ]
-    heaviest = max(range(len(per_rank)), key=per_rank.__getitem__)
-    weights = per_rank[heaviest]
+    heaviest, weights = _heaviest_rank(spec, layout, rules)
     knobs = knobs_from_args(layout.extra_args)
     fraction = mem_fraction if mem_fraction is not None else knobs.mem_fraction
     startup = startup_overhead_bytes(used)
@@ -160,11 +156,20 @@ def predict_fit(
     )
 
 
-def _distinct_ranks(layout: Layout, engine: Engine) -> int:
-    """Ranks whose weights can differ; SGLang's plain DP replicas repeat the first replica's ranks."""
-    if engine is Engine.SGLANG:
-        return layout.tp * layout.pp
-    return gpus_used(layout, engine)
+def _heaviest_rank(spec: ModelSpec, layout: Layout, engine: Engine) -> tuple[int, int]:
+    """The lowest-numbered rank holding the most weight bytes, and its bytes.
+
+    Ranks placed alike (same stage, same split) hold the same tensors, so each placement is sized once.
+    """
+    by_placement: dict[RankPlacement, int] = {}
+    best_rank, best_bytes = 0, -1
+    for rank in range(gpus_used(layout, engine)):
+        key = replace(placement(spec, layout, engine, rank), rank=0)
+        if key not in by_placement:
+            by_placement[key] = sum(t.nbytes for t in placement_plan(spec, key, engine))
+        if by_placement[key] > best_bytes:
+            best_rank, best_bytes = rank, by_placement[key]
+    return best_rank, best_bytes
 
 
 def _verdict(

@@ -42,7 +42,11 @@ def rank_load_plan(spec: ModelSpec, layout: Layout, engine: Engine | str, rank: 
     engine = Engine(engine)
     if engine is Engine.OPENAI:
         engine = Engine.VLLM
-    where = placement(spec, layout, engine, rank)
+    return placement_plan(spec, placement(spec, layout, engine, rank), engine)
+
+
+def placement_plan(spec: ModelSpec, where: RankPlacement, engine: Engine) -> list[TensorAlloc]:
+    """The load plan of a rank placed at `where` (ranks placed alike hold the same tensors)."""
     plan: list[TensorAlloc] = []
     if where.is_first_stage:
         if spec.vision_params:
@@ -59,13 +63,27 @@ def rank_load_plan(spec: ModelSpec, layout: Layout, engine: Engine | str, rank: 
         if not (spec.tie_word_embeddings and where.is_first_stage):
             rows = vocab_shard(spec.vocab_size, where.head_tp)
             plan.append(TensorAlloc("lm_head.weight", None, rows * spec.hidden_size * spec.dtype_bytes))
-    if engine is Engine.SGLANG and spec.attention == "mla":
-        heads = spec.num_heads // where.attn_tp
-        for layer in range(where.first_layer, where.end_layer):
-            prefix = f"model.layers.{layer}.self_attn"
-            kc = heads * spec.qk_nope_head_dim * spec.kv_lora_rank * 2
-            vc = heads * spec.v_head_dim * spec.kv_lora_rank * 2
+    if spec.attention == "mla":
+        plan += _mla_post_load(spec, where, engine)
+    return plan
+
+
+def _mla_post_load(spec: ModelSpec, where: RankPlacement, engine: Engine) -> list[TensorAlloc]:
+    """Absorbed-MLA copies of kv_b_proj made after loading, in the model dtype.
+
+    SGLang copies kv_b into contiguous `w_kc` and `w_vc` (post_load_weights). vLLM keeps views of
+    kv_b's weight, so it only pays when kv_b is quantized and has to be dequantized first.
+    """
+    heads = spec.num_heads // where.attn_tp
+    kc = heads * spec.qk_nope_head_dim * spec.kv_lora_rank * spec.dtype_bytes
+    vc = heads * spec.v_head_dim * spec.kv_lora_rank * spec.dtype_bytes
+    plan: list[TensorAlloc] = []
+    for layer in range(where.first_layer, where.end_layer):
+        prefix = f"model.layers.{layer}.self_attn"
+        if engine is Engine.SGLANG:
             plan += [TensorAlloc(f"{prefix}.w_kc", layer, kc), TensorAlloc(f"{prefix}.w_vc", layer, vc)]
+        elif not spec.quant.is_skipped(f"{prefix}.kv_b_proj"):
+            plan.append(TensorAlloc(f"{prefix}.kv_b_proj.dequantized", layer, kc + vc))
     return plan
 
 

@@ -1,0 +1,183 @@
+"""The headless commands as scripts use them: separate processes sharing one state dir."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from sim_fixtures import engine_pids, free_port, wait_until
+
+from console.config_loader import demo_config_path
+
+
+@pytest.fixture
+def demo_env(tmp_path):
+    """The packaged demo cluster on a free port, with its own state dir; its units stopped at the end."""
+    text = demo_config_path().read_text()
+    model = (demo_config_path().parent / "models" / "moonshotai--Kimi-K2.6.json").resolve()
+    assert "http://127.0.0.1:30000" in text and model.exists()
+    text = text.replace("http://127.0.0.1:30000", f"http://127.0.0.1:{free_port()}")
+    text = text.replace('"models/moonshotai--Kimi-K2.6.json"', json.dumps(str(model)))
+    (tmp_path / "hosts.toml").write_text(text)
+    env = dict(
+        os.environ, SERVE_CONSOLE_STATE_DIR=str(tmp_path / "state"), SERVE_CONSOLE_SIM_TIME_SCALE="0.03"
+    )
+    yield tmp_path, env
+    _stop_units(tmp_path, env)
+    assert engine_pids(tmp_path / "state") == []
+
+
+def _stop_units(tmp_path: Path, env: dict) -> None:
+    code = (
+        "import asyncio\nfrom console.config_loader import load_config\nfrom console.hosts.factory import open_host\n"
+        "async def main():\n    host = open_host(load_config('hosts.toml').hosts[0])\n"
+        "    await host.services.stop_all()\n    await host.close()\nasyncio.run(main())\n"
+    )
+    subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, timeout=60, check=True)
+
+
+def cli(cwd: Path, env: dict, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "console", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def json_lines(text: str) -> list[dict]:
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def test_forced_tp4ep2_fails_with_oom_facts_then_rolls_back_to_ep8(demo_env):
+    cwd, env = demo_env
+    first = cli(cwd, env, "switch", "EP8", "--json")
+    assert first.returncode == 0, first.stderr
+    assert json_lines(first.stdout)[-1]["outcome"] == "ready"
+
+    run = cli(cwd, env, "switch", "TP4EP2", "--force", "--json")
+    assert run.returncode == 1, run.stderr
+    events = json_lines(run.stdout)
+    kinds = {e["event"] for e in events}
+    assert {"step", "phase", "progress", "finding", "state", "result"} <= kinds
+    result = events[-1]
+    assert [e["event"] for e in events].count("result") == 1
+    assert result["outcome"] == "failed" and result["layout"] == "TP4 EP2"
+    failure = result["failure"]
+    assert failure["kind"] == "cuda_oom"
+    assert failure["gpu"] == 2 and failure["tried_bytes"] == 672 * 2**20
+    assert failure["total_bytes"] > failure["in_use_bytes"] > failure["free_bytes"] > 0
+    assert 0 <= result["detected_after_s"] < 1
+    assert result["rollback"]["outcome"] == "ready" and result["rollback"]["layout"] == "EP8"
+    assert 0 <= result["rollback"]["detected_after_s"] < 1
+
+    # A second process sees the same units: EP8 runs, healthy, holding GPU memory.
+    status = cli(cwd, env, "status", "--json")
+    assert status.returncode == 0, status.stderr
+    [line] = json_lines(status.stdout)
+    assert line["active_layout"] == "EP8" and line["state"]["active"] == "active"
+    assert line["health"]["status"] == "ready"
+    assert line["gpu_total_mib"] == 8 * 97887 and line["gpu_used_mib"] > 8 * 60_000
+
+    tail = cli(cwd, env, "tail", "--unit", "sglang-k26@tp4ep2.service", "--json", "-n", "500")
+    findings = [e["finding"] for e in json_lines(tail.stdout) if e["finding"]]
+    assert any(f["kind"] == "cuda_oom" for f in findings)
+    human_tail = cli(cwd, env, "tail", "--unit", "sglang-k26@tp4ep2.service", "-n", "500")
+    assert ">> cuda_oom" in human_tail.stdout
+
+    history = json_lines(cli(cwd, env, "history", "--json").stdout)
+    assert [(h["to_layout"], h["outcome"]) for h in history] == [
+        ("EP8", "ready"),
+        ("TP4 EP2", "failed"),
+        ("EP8", "ready"),
+    ]
+    assert history[2]["rollback_of"] == history[1]["id"]
+
+
+def test_human_switch_output_names_the_oom_in_plain_words(demo_env):
+    cwd, env = demo_env
+    refused = cli(cwd, env, "switch", "TP4 EP2")
+    assert refused.returncode == 1 and "REFUSED" in refused.stdout and "--force" in refused.stdout
+    run = cli(cwd, env, "switch", "TP4 EP2", "--force", "--no-rollback")
+    assert run.returncode == 1
+    assert "FAILED: TP4 EP2" in run.stdout and "672.00 MiB" in run.stdout and "94.97 GiB" in run.stdout
+    assert "phase" in run.stdout and "loading_weights" in run.stdout
+
+
+def test_usage_errors_exit_2_with_one_line(demo_env):
+    cwd, env = demo_env
+    for args in (["switch", "NOPE"], ["switch", "EP8", "--timeout", "0"], ["status", "--host", "nope"]):
+        run = cli(cwd, env, *args)
+        assert run.returncode == 2, args
+        assert len(run.stderr.strip().splitlines()) == 1 and "Traceback" not in run.stderr
+
+
+def test_kill_9_mid_switch_is_marked_interrupted_by_the_next_start(demo_env):
+    cwd, env = demo_env
+    slow = dict(env, SERVE_CONSOLE_SIM_TIME_SCALE="0.5")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "console", "switch", "EP8", "--json"],
+        cwd=cwd,
+        env=slow,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        for line in proc.stdout:
+            if json.loads(line)["event"] == "phase":
+                break
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        proc.wait(timeout=10)
+    assert proc.returncode == -signal.SIGKILL
+    history = json_lines(cli(cwd, env, "history", "--json").stdout)
+    assert [(h["to_layout"], h["outcome"]) for h in history] == [("EP8", "interrupted")]
+
+
+def test_two_concurrent_switches_exactly_one_runs(demo_env):
+    cwd, env = demo_env
+    slower = dict(env, SERVE_CONSOLE_SIM_TIME_SCALE="0.06")
+    cmd = [sys.executable, "-m", "console", "switch", "EP8", "--json"]
+    procs = [subprocess.Popen(cmd, cwd=cwd, env=slower, stdout=subprocess.PIPE, text=True) for _ in range(2)]
+    outs = [p.communicate(timeout=120)[0] for p in procs]
+    outcomes = sorted(json_lines(out)[-1]["outcome"] for out in outs)
+    assert outcomes == ["ready", "refused"]
+    refused = next(json_lines(out)[-1] for out in outs if json_lines(out)[-1]["outcome"] == "refused")
+    assert "another switch" in refused["reason"]
+    assert sorted(p.returncode for p in procs) == [0, 1]
+
+
+def test_demo_tells_the_seed_story_and_stops_its_units(tmp_path):
+    with socket.socket() as probe:
+        if probe.connect_ex(("127.0.0.1", 30000)) == 0:
+            pytest.skip("port 30000 (the demo's) is in use by another program")
+    env = dict(os.environ, SERVE_CONSOLE_SIM_TIME_SCALE="0.03")
+    env.pop("SERVE_CONSOLE_STATE_DIR", None)
+    started = time.monotonic()
+    run = cli(tmp_path, env, "demo", timeout=180)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr
+    assert "FAILED: TP4 EP2" in run.stdout and "CUDA OOM" in run.stdout
+    assert "ROLLED BACK: EP8 is ready again" in run.stdout
+    assert time.monotonic() - started < 60
+    assert wait_until(lambda: not any(b"serve-console-demo-" in _cmdline(p) for p in _pids()), 5)
+
+
+def _pids() -> list[int]:
+    return [int(e.name) for e in os.scandir("/proc") if e.name.isdigit()]
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return fh.read()
+    except OSError:
+        return b""

@@ -6,6 +6,11 @@ import argparse
 import asyncio
 import contextlib
 import os
+import tempfile
+from pathlib import Path
+
+#: Set to 1 to open the demo without bringing its first layout up (tests start from a bare host).
+NO_START_ENV = "SERVE_CONSOLE_DEMO_NO_START"
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -20,7 +25,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from console.config_loader import demo_config_path, load_config
     from console.errors import UsageError
-    from console.hosts.factory import open_hosts
+    from console.hosts.state_dir import STATE_DIR_ENV
     from console.ui.themes import theme_names
 
     config = load_config(demo_config_path() if args.demo else args.config)
@@ -28,14 +33,28 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"unknown theme {args.theme!r}; choose from {', '.join(theme_names())}")
     if not config.hosts:
         raise UsageError(f"{config.path}: no hosts configured")
-    hosts = open_hosts(config)
+    with contextlib.ExitStack() as stack:
+        state_root = None
+        if args.demo and not os.environ.get(STATE_DIR_ENV):
+            # Like `serve-console demo`: the demo's units and audit live in a temporary state dir.
+            state_root = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="serve-console-demo-")))
+        return _run_app(args, config, state_root)
+
+
+def _run_app(args: argparse.Namespace, config, state_root: Path | None) -> int:
+    from console.hosts.factory import open_hosts
     from console.ops.audit import open_audit
     from console.ui.app import ConsoleApp
 
-    app = ConsoleApp(hosts, config=config, readonly=args.readonly, theme=args.theme, audit=open_audit(),
-                     demo_start=args.demo and os.environ.get("SERVE_CONSOLE_DEMO_NO_START") != "1",
+    hosts = open_hosts(config, state_dir=state_root)
+    audit = open_audit(state_root)
+    app = ConsoleApp(hosts, config=config, readonly=args.readonly, theme=args.theme, audit=audit,
+                     demo_start=args.demo and not args.readonly and os.environ.get(NO_START_ENV) != "1",
                      stop_started_units=args.demo)
-    app.run()
+    try:
+        app.run()
+    finally:
+        audit.close()
     return app.return_code or 0
 
 

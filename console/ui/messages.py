@@ -7,7 +7,7 @@ from typing import Any
 from textual.message import Message
 
 
-class SwitchEvent(Message):
+class SwitchEvent(Message, bubble=False):
     """One event of a running switch, as the ops layer's `to_json()` dict.
 
     Progress events fire faster than frames, so a newer progress event replaces a queued one.
@@ -26,7 +26,7 @@ class SwitchEvent(Message):
         )
 
 
-class SwitchFinished(Message):
+class SwitchFinished(Message, bubble=False):
     """The switch ended; `result` is the final `{"event": "result", ...}` dict."""
 
     def __init__(self, host: str, result: dict[str, Any]) -> None:

@@ -50,7 +50,7 @@ class ConfirmSwitch(ModalScreen[tuple[str, bool] | None]):
             self.notify(f"{self.service.name} has no layout {self.layout_name!r}", severity="error")
             self.dismiss(None)
             return
-        self._render()
+        self._show_text()
         if not self.fit_known:
             self.load_fit()
 
@@ -63,13 +63,13 @@ class ConfirmSwitch(ModalScreen[tuple[str, bool] | None]):
         except Exception as exc:
             self.notify(f"fit unknown: {exc}", severity="warning")
         self.fit_known = True
-        self._render()
+        self._show_text()
 
     @property
     def needs_force(self) -> bool:
         return self.fit is not None and self.fit.verdict in NEEDS_FORCE
 
-    def _render(self) -> None:
+    def _show_text(self) -> None:
         text = Text()
         running = self.view.unit if self.view and self.view.state and self.view.state.is_running else None
         new_unit = self.service.unit_for(self.layout_cfg)

@@ -52,8 +52,7 @@ class HostScreen(Screen[None]):
         yield Header()
         with Horizontal(id="top"):
             yield ServicePane(host.name, fetch, refresh_s=ui.refresh_s, clock=clock, id="service-pane")
-            yield GpuPane(host, refresh_s=ui.refresh_s, history_len=max(10, int(ui.history_s / ui.refresh_s)),
-                          clock=clock, id="gpu-pane")
+            yield GpuPane(host, refresh_s=ui.refresh_s, history_s=ui.history_s, clock=clock, id="gpu-pane")
         yield SwitchPanel(clock=clock, id="switch-panel")
         yield JournalPane(host, engine=service.engine, line_cap=ui.line_cap, id="journal-pane")
         yield Footer()

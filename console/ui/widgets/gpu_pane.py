@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections import deque
 from collections.abc import Callable
 
 from rich.text import Text
@@ -12,6 +11,7 @@ from textual.widget import Widget
 
 from console.domain.models import GpuSnapshot
 from console.hosts.base import Host
+from console.hosts.gpus import GpuHistory
 
 SPARK = "▁▂▃▄▅▆▇█"
 WARN_FRACTION = 0.80
@@ -37,15 +37,14 @@ class GpuPane(Widget, can_focus=False):
     COMPONENT_CLASSES = {"gpu--ok", "gpu--warn", "gpu--crit", "gpu--dim", "gpu--empty", "gpu--label",
                          "gpu--stale", "gpu--proc"}
 
-    def __init__(self, host: Host, *, refresh_s: float = 1.0, history_len: int = 600,
+    def __init__(self, host: Host, *, refresh_s: float = 1.0, history_s: float = 600.0,
                  clock: Callable[[], float], id: str | None = None) -> None:
         super().__init__(id=id)
         self.host = host
         self.refresh_s = refresh_s
         self.clock = clock
         self.snapshot: GpuSnapshot | None = None
-        self.history: dict[int, deque[float]] = {}
-        self.history_len = history_len
+        self.history = GpuHistory(history_s=history_s, max_points=max(10, int(history_s / max(refresh_s, 0.1))))
         self.gpus_in_use: int | None = None
         """How many GPUs (from index 0) the running layout uses; the rest are dimmed."""
         self.show_processes = False
@@ -75,10 +74,7 @@ class GpuPane(Widget, can_focus=False):
             self.refresh_stale()
             return
         self.snapshot = snap
-        for gpu in snap.gpus:
-            if gpu.total_mib and gpu.used_mib is not None:
-                hist = self.history.setdefault(gpu.index, deque(maxlen=self.history_len))
-                hist.append(gpu.used_mib / gpu.total_mib)
+        self.history.add(snap)
         self.refresh_stale()
         self.refresh(layout=True)
 
@@ -122,7 +118,7 @@ class GpuPane(Widget, can_focus=False):
         width = max(40, self.content_region.width)
         spark_w = max(6, min(30, width // 6))
         name_w = 12 if width >= 70 else 0
-        bar_w = max(6, width - 3 - (name_w + 1 if name_w else 0) - 17 - 5 - 1 - spark_w)
+        bar_w = max(6, width - 3 - (name_w + 1 if name_w else 0) - 17 - 6 - spark_w)
         out = Text(no_wrap=True, overflow="crop")
         style = self.get_component_rich_style
         for i, gpu in enumerate(snap.gpus):
@@ -145,7 +141,8 @@ class GpuPane(Widget, can_focus=False):
             out.append(f" {mib:>16}", style=row_style)
             util = f"{gpu.util_pct:>3}%" if gpu.util_pct is not None else "  -%"
             out.append(f" {util:>4} ", style=row_style)
-            out.append(sparkline(list(self.history.get(gpu.index, ())), spark_w), style=style(level))
+            fractions = [mib / total for mib in self.history.used_mib(gpu.index)] if total else []
+            out.append(sparkline(fractions, spark_w), style=style(level))
         if self.show_processes:
             out.append("\n")
             if not snap.processes:

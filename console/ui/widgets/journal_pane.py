@@ -74,6 +74,7 @@ class JournalPane(Vertical):
         self._last_flush = 0.0
         self._find_mode = "filter"
         self.received = 0
+        self._cursors: dict[str, str] = {}
         self.border_title = "journal"
 
     def compose(self) -> ComposeResult:
@@ -98,7 +99,9 @@ class JournalPane(Vertical):
         """Follow the unit's journal until the pane unmounts or another unit is chosen."""
         classifier = _Classifier.create(self.engine)
         delay_s = 0.5
-        cursor: str | None = None
+        # Coming back to a unit resumes after the last entry shown: nothing twice, nothing lost.
+        cursor: str | None = self._cursors.get(unit)
+        self.queue_line(f"──── {unit} ────", unit, None, None)
         while True:
             try:
                 stream = self.host.services.journal(
@@ -106,7 +109,7 @@ class JournalPane(Vertical):
                 )
                 count = 0
                 async for entry in stream:
-                    cursor = entry.cursor
+                    cursor = self._cursors[unit] = entry.cursor
                     finding, phase = classifier.feed(entry)
                     if phase is not None:
                         self.post_message(PhaseSeen(self.host.name, unit, phase))

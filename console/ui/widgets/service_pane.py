@@ -123,33 +123,44 @@ class ServicePane(Widget):
             return Text(self.error or "waiting for the first status…", style=s("service--dim"))
         out = Text(no_wrap=True, overflow="ellipsis")
         st = view.state
+
+        def label(text: str) -> None:
+            out.append(f"{text:<8}", style=s("service--label"))
+
         if st is not None and st.is_failed:
             out.append(" FAILED ", style=s("service--bad"))
-            out.append(f" {st.unit}: {st.active}/{st.sub} result={st.result or '-'}\n", style=s("service--bad"))
-        out.append("unit    ", style=s("service--label"))
+            out.append(f" result {st.result or '-'}", style=s("service--bad"))
+            if st.exec_main_status is not None:
+                out.append(f", status {st.exec_main_status}", style=s("service--bad"))
+            out.append("\n")
+        label("unit")
         out.append(f"{view.unit or '-'}\n")
-        out.append("state   ", style=s("service--label"))
+        label("state")
         if st is None:
-            out.append("unknown\n", style=s("service--dim"))
+            out.append("inactive (no unit running)\n", style=s("service--dim"))
         else:
             level = "service--bad" if st.is_failed else "service--ok" if st.active == "active" else "service--warn"
-            out.append(f"{st.active} ({st.sub or '-'})", style=s(level))
-            out.append(f"  result {st.result or '-'}  restarts {st.n_restarts if st.n_restarts is not None else '-'}")
-            since = None if st.since is None else self.clock() - st.since
-            out.append(f"  since {age_text(since)} ago\n" if since is not None else "\n")
-        out.append("layout  ", style=s("service--label"))
+            out.append(f"{st.active}/{st.sub or '-'}", style=s(level))
+            restarts = st.n_restarts if st.n_restarts is not None else "-"
+            out.append(f" · result {st.result or '-'} · restarts {restarts}\n")
+        label("since")
+        since = None if st is None or st.since is None else self.clock() - st.since
+        out.append(f"{age_text(since)} ago\n" if since is not None else "-\n")
+        label("layout")
         out.append(view.layout or "-")
         if view.gpus_used is not None:
-            out.append(f" ({view.gpus_used} GPUs)")
+            out.append(f" · {view.gpus_used} GPUs")
         if view.fit_verdict:
             level = {"fits": "service--ok", "tight": "service--warn"}.get(view.fit_verdict, "service--bad")
-            out.append("  fit ")
-            out.append(view.fit_verdict, style=s(level))
-            if view.fit_detail:
-                out.append(f" ({view.fit_detail})")
+            out.append(" · fit ")
+            out.append(view.fit_verdict.upper() if level == "service--bad" else view.fit_verdict, style=s(level))
+        out.append("\n")
+        label("")
+        out.append(view.fit_detail or "", style=s("service--dim"))
         if view.last_ready_layout:
-            out.append(f"  last ready {view.last_ready_layout}")
-        out.append("\nhealth  ", style=s("service--label"))
+            out.append(f"{' · ' if view.fit_detail else ''}last ready {view.last_ready_layout}", style=s("service--dim"))
+        out.append("\n")
+        label("health")
         h = view.health
         if h is None:
             out.append("-", style=s("service--dim"))
@@ -157,9 +168,9 @@ class ServicePane(Widget):
             level = {"ready": "service--ok", "starting": "service--warn"}.get(h.status, "service--bad")
             out.append(h.status, style=s(level))
             if h.http_status is not None:
-                out.append(f" HTTP {h.http_status}")
+                out.append(f" (HTTP {h.http_status})")
         phase = self.phase_override or view.phase
-        out.append("  phase ", style=s("service--label"))
+        out.append(" · phase ")
         if phase is None:
             out.append("-", style=s("service--dim"))
         else:

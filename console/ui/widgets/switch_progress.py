@@ -14,7 +14,7 @@ from textual.widgets import Label, ProgressBar, Static
 from console.config import ServiceConfig
 from console.ui.widgets.failure_card import FailureCard
 
-MAX_STEPS_SHOWN = 9
+MAX_STEPS_SHOWN = 10
 
 
 class SwitchPanel(Widget):
@@ -57,6 +57,7 @@ class SwitchPanel(Widget):
         self.follow_unit = None
         self.fits_instead = list(fits_instead)
         self.border_title = f"switch {service} on {host} → {layout}" + (" (forced)" if force else "")
+        self.border_subtitle = ""
         self.set_classes("")
         self.query_one(FailureCard).add_class("-hidden")
         self.query_one(ProgressBar).update(total=100, progress=0)
@@ -75,33 +76,31 @@ class SwitchPanel(Widget):
         if self._timer is not None:
             self._timer.stop()
             self._timer = None
-        rollback = result.get("rollback") or None
         self.outcome = result.get("outcome")
-        if rollback:
-            outcome = str(rollback.get("outcome", "")).upper()
-            self._add(rollback.get("elapsed_s"), "ROLLBACK RESULT", f"{rollback.get('layout')}: {outcome}", True,
-                      bad=outcome != "READY", ok=outcome == "READY")
         self.set_class(result.get("outcome") != "ready", "-failed")
         self.set_class(result.get("outcome") == "ready", "-ready")
         if result.get("outcome") != "ready":
             self._show_card(result)
         self._final_result = result
+        self.border_subtitle = "d hides this panel"
         self._render_status()
 
     # -- events --------------------------------------------------------------------------------------
     def on_switch_event(self, ev: dict[str, Any]) -> None:
         kind = ev.get("event")
         elapsed = ev.get("elapsed_s")
-        rollback = bool(ev.get("rollback"))
+        # In a result, "rollback" is the nested rollback result, not the flag the other events carry.
+        rollback = ev.get("rollback") is True
         if kind == "step":
             step = str(ev.get("step", ""))
             detail = str(ev.get("detail") or ev.get("unit") or "")
             if ev.get("unit") and step in ("start", "reset-failed", "watch", "reset_failed"):
                 self.follow_unit = str(ev["unit"])
-            self._add(elapsed, "ROLLBACK " + step if rollback and step != "rollback" else step, detail, rollback)
+            if step != "watch":  # "watching journal, state and health" is what every start does
+                self._add(elapsed, "ROLLBACK" if step == "rollback" else step, detail, rollback)
         elif kind == "phase":
-            rank = f" ({ev['rank']})" if ev.get("rank") else ""
-            self._add(elapsed, "phase", f"{str(ev.get('phase', '')).replace('_', ' ')}{rank}", rollback)
+            phase = str(ev.get("phase", "")).replace("_", " ")
+            self._add_phase(elapsed, phase, rollback)
             if ev.get("phase") == "loading_weights":
                 self.query_one(ProgressBar).update(progress=0)
         elif kind == "progress":
@@ -113,19 +112,21 @@ class SwitchPanel(Widget):
         elif kind == "finding" and ev.get("fatal", True):
             rank = f" {ev['rank']}" if ev.get("rank") else ""
             self._add(elapsed, "finding", f"{ev.get('kind')}{rank}: {ev.get('summary', '')}", rollback, bad=True)
-            if not rollback:  # the card shows at once; the rollback then streams below the steps
+            if not rollback:  # the card shows at once; the rollback then streams beside it
+                self._add(elapsed, "FAILED", f"{ev.get('layout')}: {ev.get('kind')}", False, bad=True)
                 self._show_card({"outcome": "failed", "host": self.host, "layout": ev.get("layout"), "failure": ev})
-        elif kind == "state":
-            self._add(elapsed, "state", f"{ev.get('unit')}: {ev.get('active')}/{ev.get('sub')}"
-                      + (f" result={ev['result']}" if ev.get("result") not in (None, "", "success") else ""), rollback)
-        elif kind == "health":
-            self._add(elapsed, "health", f"{ev.get('status')}"
-                      + (f" (HTTP {ev['http_status']})" if ev.get("http_status") else ""), rollback)
+        elif kind == "state" and ev.get("active") == "failed":
+            self._add(elapsed, "state", f"{ev.get('unit')}: failed, result={ev.get('result')}", rollback, bad=True)
         elif kind == "result":
             outcome = str(ev.get("outcome", "")).upper()
-            self._add(elapsed, "ROLLBACK RESULT" if rollback else "RESULT", f"{ev.get('layout')}: {outcome}",
-                      rollback, bad=outcome != "READY", ok=outcome == "READY")
-            if ev.get("outcome") not in ("ready", None) and not rollback:
+            text = f"{ev.get('layout')}: {outcome}"
+            back = ev.get("rollback") or {}
+            if back:
+                text += f" · rollback to {back.get('layout')}: {str(back.get('outcome', '')).upper()}"
+            elapsed = float(ev.get("elapsed_s") or 0.0) + float(back.get("elapsed_s") or 0.0)
+            final_ok = outcome == "READY" or back.get("outcome") == "ready"
+            self._add(elapsed, "RESULT", text, False, bad=not final_ok, ok=final_ok)
+            if ev.get("outcome") not in ("ready", None):
                 self._show_card(ev)
         self._render_status()
 
@@ -139,9 +140,26 @@ class SwitchPanel(Widget):
     # -- rendering -----------------------------------------------------------------------------------
     def _add(self, elapsed: Any, what: str, detail: str, rollback: bool, *, bad: bool = False,
              ok: bool = False) -> None:
-        self.steps.append((elapsed if isinstance(elapsed, int | float) else None, what, detail,
-                           "bad" if bad else "ok" if ok else ("step" if rollback or what == "step" else "")))
+        if rollback and what != "ROLLBACK":
+            what = "↺ " + what  # the rollback's own steps, marked as such
+        step = (elapsed if isinstance(elapsed, int | float) else None, what, detail,
+                "bad" if bad else "ok" if ok else ("step" if rollback or what == "ROLLBACK" else ""))
+        if self.steps and self.steps[-1][1:] == step[1:]:
+            return  # the same finding from two ranks' lines, or a repeated probe verdict
+        self.steps.append(step)
         self._render_steps()
+
+    def _add_phase(self, elapsed: Any, phase: str, rollback: bool) -> None:
+        """Phases of one start share a line, so the steps that tell the story stay in view."""
+        what = "↺ phases" if rollback else "phases"
+        if self.steps and self.steps[-1][1] == what:
+            _, _, detail, tone = self.steps[-1]
+            if detail.rsplit(" › ", 1)[-1] != phase:
+                self.steps[-1] = (elapsed if isinstance(elapsed, int | float) else None, what,
+                                  f"{detail} › {phase}", tone)
+            self._render_steps()
+        else:
+            self._add(elapsed, "phases", phase, rollback)
 
     def _render_steps(self) -> None:
         s = self.get_component_rich_style
@@ -153,7 +171,7 @@ class SwitchPanel(Widget):
             stamp = f"+{elapsed:6.2f}s " if elapsed is not None else " " * 9
             out.append(stamp, style=s("switch--time"))
             style = {"bad": "switch--bad", "ok": "switch--ok", "step": "switch--step"}.get(tone)
-            out.append(f"{what:<16}", style=s(style) if style else s("switch--step") if what.startswith("ROLLBACK") else "")
+            out.append(f"{what:<13}", style=s(style) if style else "")
             out.append(detail, style=s(style) if tone in ("bad", "ok") else "")
         self.query_one("#switch-steps", Static).update(out)
 
@@ -165,7 +183,7 @@ class SwitchPanel(Widget):
         if self.finished:
             result = self._final_result
             elapsed = float(result.get("elapsed_s") or 0.0) + float((result.get("rollback") or {}).get("elapsed_s") or 0.0)
-            out.append(f"elapsed {elapsed:.1f}s  ")
+            out.append(f"{elapsed:.1f}s  ")
             if result.get("outcome") == "ready":
                 out.append(f"READY {result.get('layout')}", style=s("switch--ok"))
             else:
@@ -173,9 +191,8 @@ class SwitchPanel(Widget):
                 rollback = result.get("rollback")
                 if rollback:
                     tone = "switch--ok" if rollback.get("outcome") == "ready" else "switch--bad"
-                    out.append("  ·  rollback to ")
+                    out.append(" · rollback ")
                     out.append(f"{rollback.get('layout')} {str(rollback.get('outcome')).upper()}", style=s(tone))
-            out.append("   (d hides this panel)", style=s("switch--time"))
         else:
             out.append(f"elapsed {max(0.0, self.clock() - self.started_at):.1f}s  switching to {self.target}…")
         self.query_one("#switch-status", Static).update(out)

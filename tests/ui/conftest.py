@@ -1,0 +1,61 @@
+"""Fixtures for the UI tests: the real app on simulated hosts, each test in its own state dir and port."""
+
+from __future__ import annotations
+
+import dataclasses
+import socket
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))  # screen_text, fixed_host
+
+TIME_SCALE = "0.02"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def demo_config_on_free_port():
+    """The packaged demo cluster, its service moved to a free loopback port (tests run side by side)."""
+    from console.config_loader import demo_config_path, load_config
+
+    config = load_config(demo_config_path())
+    port = free_port()
+    hosts = []
+    for host in config.hosts:
+        services = tuple(dataclasses.replace(s, url=f"http://127.0.0.1:{port}") for s in host.services)
+        hosts.append(dataclasses.replace(host, services=services))
+    return dataclasses.replace(config, hosts=tuple(hosts))
+
+
+@pytest.fixture
+def sim_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("SERVE_CONSOLE_STATE_DIR", str(tmp_path))
+    monkeypatch.setenv("SERVE_CONSOLE_SIM_TIME_SCALE", TIME_SCALE)
+    return tmp_path
+
+
+@pytest.fixture
+def demo_app(sim_env: Path):
+    """A factory for the console on the simulated demo host (units stopped when the app exits)."""
+    from console.hosts.factory import open_hosts
+    from console.ops.audit import open_audit
+    from console.ui.app import ConsoleApp
+
+    audits = []
+
+    def build(**kwargs):
+        config = demo_config_on_free_port()
+        audit = open_audit(sim_env)
+        audits.append(audit)
+        kwargs.setdefault("stop_started_units", True)
+        return ConsoleApp(open_hosts(config, state_dir=sim_env), config=config, audit=audit, **kwargs)
+
+    yield build
+    for audit in audits:
+        audit.close()

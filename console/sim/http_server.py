@@ -7,6 +7,7 @@ as server-sent events (`data: {...}` chunks, then `data: [DONE]`). Access lines 
 
 from __future__ import annotations
 
+import contextlib
 import http
 import json
 import time
@@ -119,12 +120,16 @@ class EngineHttp:
                                      content_type="application/json")
         return body
 
+    async def _collect(self, prompt_tokens: int, max_tokens: int) -> str:
+        async with contextlib.aclosing(self.generator.generate(prompt_tokens, max_tokens)) as tokens:
+            return "".join([t async for t in tokens])
+
     async def native_generate(self, request: web.Request) -> web.Response:
         body = await self._json(request)
         params = body.get("sampling_params") or {}
         max_tokens = int(params.get("max_new_tokens") or DEFAULT_MAX_TOKENS)
         prompt_tokens = count_prompt_tokens(str(body.get("text") or ""))
-        text = "".join([t async for t in self.generator.generate(prompt_tokens, max_tokens)])
+        text = await self._collect(prompt_tokens, max_tokens)
         return web.json_response({"text": text, "meta_info": {
             "id": uuid.uuid4().hex, "finish_reason": {"type": "length", "length": max_tokens},
             "prompt_tokens": prompt_tokens, "completion_tokens": max_tokens, "cached_tokens": 0}})
@@ -151,7 +156,7 @@ class EngineHttp:
         usage = {"prompt_tokens": prompt_tokens, "completion_tokens": max_tokens,
                  "total_tokens": prompt_tokens + max_tokens}
         if not body.get("stream"):
-            text = "".join([t async for t in self.generator.generate(prompt_tokens, max_tokens)])
+            text = await self._collect(prompt_tokens, max_tokens)
             choice: dict[str, Any] = {"index": 0, "logprobs": None, "finish_reason": "length"}
             if chat:
                 choice["message"] = {"role": "assistant", "content": text, "reasoning_content": None,
@@ -171,13 +176,15 @@ class EngineHttp:
             await response.write(f"data: {json.dumps(doc)}\n\n".encode())
 
         first = True
-        async for token in self.generator.generate(prompt_tokens, max_tokens):
-            if chat:
-                delta = {"role": "assistant", "content": token} if first else {"content": token}
-                await send({"index": 0, "delta": delta, "logprobs": None, "finish_reason": None})
-            else:
-                await send({"index": 0, "text": token, "logprobs": None, "finish_reason": None})
-            first = False
+        # aclosing: a client that hangs up mid-stream ends the request (and its load) at once.
+        async with contextlib.aclosing(self.generator.generate(prompt_tokens, max_tokens)) as tokens:
+            async for token in tokens:
+                if chat:
+                    delta = {"role": "assistant", "content": token} if first else {"content": token}
+                    await send({"index": 0, "delta": delta, "logprobs": None, "finish_reason": None})
+                else:
+                    await send({"index": 0, "text": token, "logprobs": None, "finish_reason": None})
+                first = False
         end = {"index": 0, "logprobs": None, "finish_reason": "length"}
         end.update({"delta": {}} if chat else {"text": ""})
         include_usage = bool((body.get("stream_options") or {}).get("include_usage"))

@@ -8,6 +8,7 @@ unless `nounits`). Stdlib only, so it runs under the test hosts' plain python3.
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -241,7 +242,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 return 0
             first = False
             time.sleep(opts.loop_s)
-    except (KeyboardInterrupt, BrokenPipeError):
+    except KeyboardInterrupt:
+        return 0
+    except BrokenPipeError:
+        # The reader went away (`| head`): exit quietly, as nvidia-smi does, without a flush error.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
 
 

@@ -7,6 +7,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from console.sim.ledger import (
@@ -91,8 +92,6 @@ def test_pid_alive_sees_zombies_as_dead() -> None:
             stat = Path(f"/proc/{proc.pid}/stat").read_text()
             if stat.rpartition(")")[2].split()[0] == "Z":
                 break
-            import time
-
             time.sleep(0.01)
         assert not pid_alive(proc.pid)
     finally:

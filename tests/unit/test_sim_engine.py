@@ -6,6 +6,7 @@ reads its stdout live, so the assertions see what the console's journal would se
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import signal
@@ -146,6 +147,11 @@ def _used_mib(ledger: Path, gpu: int) -> int:
     return next(g.used_mib for g in snap.gpus if g.index == gpu)
 
 
+def _running(eng: EngineProcess) -> float:
+    metrics = http_body(eng.url("/metrics"))
+    return float(next(x for x in metrics.splitlines() if x.startswith("sglang:num_running_reqs{")).split()[-1])
+
+
 def test_ep8_starts_like_sglang_and_serves(tmp_path: Path) -> None:
     ledger = tmp_path / "ledger"
     # The environment's time scale (0.05) overrides --time-scale: at 100 this test would time out.
@@ -207,6 +213,19 @@ def test_ep8_starts_like_sglang_and_serves(tmp_path: Path) -> None:
                     if x.startswith('sglang:generation_tokens_total{model_name="moonshotai/Kimi-K2.6"}'))
         assert float(line.split()[-1]) == 8 + 5 + 3  # warm-up, stream, plain
         assert "# TYPE sglang:num_running_reqs gauge" in metrics
+
+        # A client that hangs up mid-stream ends its request: the engine goes back to idle.
+        conn = http.client.HTTPConnection("127.0.0.1", eng.port, timeout=5)
+        conn.request("POST", "/v1/completions", body=json.dumps({"prompt": "x", "max_tokens": 5000,
+                                                                 "stream": True}))
+        resp = conn.getresponse()
+        assert resp.readline().startswith(b"data: ")
+        assert _running(eng) == 1
+        conn.close()
+        deadline = time.monotonic() + 5
+        while _running(eng) != 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _running(eng) == 0
 
         assert eng.terminate() == 0
         assert "INFO:     Shutting down" in eng.text()

@@ -96,7 +96,7 @@ def parse_layout(text: str) -> Layout:
     if not isinstance(text, str):
         raise LayoutError(f"a layout is text, not {type(text).__name__}")
     try:
-        tokens = shlex.split(text.replace(",", " "))
+        tokens = shlex.split(text)
     except ValueError as exc:
         raise LayoutError(f"cannot split layout {_show(text)}: {exc}") from None
     tokens = _drop_program(tokens)
@@ -130,7 +130,7 @@ def parse_layout(text: str) -> Layout:
                 i += 1
                 extra.append(tokens[i])
         else:
-            dp_attention = _read_short(token, sizes) or dp_attention
+            dp_attention = _read_parts(token, sizes) or dp_attention
         i += 1
     return _build(sizes, dp_attention=dp_attention, vllm_ep=vllm_ep, extra=tuple(extra))
 
@@ -144,6 +144,15 @@ def _drop_program(tokens: list[str]) -> list[str]:
     while i < len(tokens) and tokens[i] in _PROGRAM_WORDS:
         i += 1
     return tokens[i:]
+
+
+def _read_parts(token: str, sizes: dict[str, int]) -> bool:
+    """Read a word of comma-separated layout parts (`tp=4,ep=2`); True when one names DP attention."""
+    dp_attention = False
+    for part in token.split(","):
+        if part:
+            dp_attention = _read_short(part, sizes) or dp_attention
+    return dp_attention
 
 
 def _read_short(token: str, sizes: dict[str, int]) -> bool:
@@ -206,7 +215,7 @@ def _build(sizes: dict[str, int], *, dp_attention: bool, vllm_ep: bool, extra: t
 
 def _is_short(token: str) -> bool:
     try:
-        _read_short(token, {})
+        _read_parts(token, {})
     except LayoutError:
         return False
     return True

@@ -32,6 +32,7 @@ from console.domain.layout import (
         ("tp4ep2", Layout(tp=4, ep=2)),
         ("tp=4,ep=2", Layout(tp=4, ep=2)),
         ("tp=4, ep=2", Layout(tp=4, ep=2)),
+        ("TP4 , EP2", Layout(tp=4, ep=2)),
         ("EP2 TP4", Layout(tp=4, ep=2)),
         ("TP2 PP4", Layout(tp=2, pp=4)),
         ("TP8 DP8 DPA", Layout(tp=8, dp=8, dp_attention=True)),
@@ -88,6 +89,14 @@ def test_unknown_flags_and_their_values_go_to_extra_args() -> None:
         "--trust-remote-code",
         "--mem-fraction-static",
         "0.85",
+    )
+
+
+def test_commas_inside_flag_values_are_kept() -> None:
+    layout = parse_layout("--tp-size 8 --cuda-graph-bs 1,2,4")
+    assert layout.extra_args == ("--cuda-graph-bs", "1,2,4")
+    assert parse_layout("--trust-remote-code tp=4,ep=2") == Layout(
+        tp=4, ep=2, extra_args=("--trust-remote-code",)
     )
 
 

@@ -15,6 +15,7 @@ from typing import Any
 from console.domain.quant import QuantSpec, quant_from_config
 from console.errors import UsageError
 
+_QKV_BIAS = ("qwen2", "qwen2_moe")
 # float32 checkpoints are served in 16-bit by both engines' "auto" dtype.
 _DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "half": 2, "float32": 2, "float": 2, "auto": 2}
 
@@ -106,7 +107,8 @@ class ModelSpec:
             num_heads=num_heads,
             num_kv_heads=cfg.int("num_key_value_heads", default=num_heads, minimum=1),
             head_dim=head_dim,
-            attention_bias=bool(text.get("attention_bias", False)) or text.get("model_type") == "qwen2_moe",
+            # Qwen2's q/k/v projections carry a bias that its config does not mention.
+            attention_bias=bool(text.get("attention_bias", False)) or text.get("model_type") in _QKV_BIAS,
             qk_norm=str(text.get("model_type", "")).startswith("qwen3"),
             q_lora_rank=cfg.int("q_lora_rank", default=0) or None,
             kv_lora_rank=cfg.int("kv_lora_rank", default=0),

@@ -7,11 +7,13 @@ engine module does those). TP4 EP2 needs ~142 GiB per GPU and overflows about 15
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
 
 from console.domain.engine_memory import kv_bytes_per_token, sglang_default_mem_fraction
 from console.domain.fit import torch_capacity_bytes
+from console.domain.layout import Layout
 from console.domain.model_spec import ModelSpec
 from console.domain.models import Engine
 from console.domain.sharding import placement
@@ -22,6 +24,7 @@ from console.sim.engine_args import EngineArgs
 from console.sim.ledger import ProcLedger, read_processes
 from console.sim.loading import (
     GIB,
+    OomEvent,
     RankLoader,
     fragmentation_bytes,
     layout_rng,
@@ -29,7 +32,7 @@ from console.sim.loading import (
     nccl_buffer_bytes,
     rank_rates,
 )
-from console.sim.logfmt import EngineLog, capture_progress, shard_progress
+from console.sim.logfmt import EngineLog, build_ranks, capture_progress, shard_progress
 from console.sim.server_args import server_args_line
 
 SHARD_BYTES = 9.3e9  # Kimi K2.x ships 64 shards of ~9.3 GB
@@ -62,8 +65,6 @@ class Startup:
 
     def __init__(self, args: EngineArgs, spec: ModelSpec, config: dict, log: EngineLog,
                  ledger: ProcLedger, clock: SimClock) -> None:
-        from console.sim.logfmt import build_ranks
-
         self.args, self.spec, self.config = args, spec, config
         self.log, self.ledger, self.clock = log, ledger, clock
         self.layout = args.layout
@@ -104,7 +105,7 @@ class Startup:
     # -- the story -------------------------------------------------------------------------------
     async def run(self) -> StartupReport:
         """All milestones up to CUDA graphs; raises EngineExit on a failure."""
-        self.log.log(server_args_line(self.args, self.memories_fraction()))
+        self.log.log(server_args_line(self.args, self.mem_fraction()))
         self.sync_ledger()
         await self.init_distributed()
         await self.load_weights()
@@ -121,7 +122,7 @@ class Startup:
         )
         return StartupReport(tokens, max_running, context_len)
 
-    def memories_fraction(self) -> float:
+    def mem_fraction(self) -> float:
         if self.args.mem_fraction_static is not None:
             return self.args.mem_fraction_static
         return round(sglang_default_mem_fraction(self.spec, self.layout, self.args.gpu_total_mib), 3)
@@ -191,7 +192,7 @@ class Startup:
         self.set_util(0, 3)
         self.sync_ledger()
 
-    def oom_lines(self, event) -> list[str]:
+    def oom_lines(self, event: OomEvent) -> list[str]:
         mem = next(m for m in self.memories if m.gpu == event.rank.gpu)
         return failures.cuda_oom_lines(
             rank_prefix=event.rank.prefix, gpu=mem.gpu, tried_bytes=event.tried_bytes,
@@ -204,15 +205,11 @@ class Startup:
         """Checkpoint shards: from an index file next to the config if there is one, else by size."""
         index = self.args.config_path.parent / "model.safetensors.index.json"
         try:
-            import json
-
             weight_map = json.loads(index.read_text()).get("weight_map", {})
             if weight_map:
                 return len(set(weight_map.values()))
         except (OSError, ValueError, AttributeError):
             pass
-        from console.domain.layout import Layout
-
         total = sum(t.nbytes for t in rank_load_plan(self.spec, Layout(), SGLANG, 0))
         return max(1, round(total / SHARD_BYTES))
 
@@ -220,7 +217,7 @@ class Startup:
         await self.at(self.t + 0.3)
         if self.args.fail == "kv":
             raise self.fail(failures.kv_too_small_lines(self.ranks[0].prefix))
-        fraction = self.memories_fraction()
+        fraction = self.mem_fraction()
         cells = []
         for rank in self.ranks:
             where = placement(self.spec, self.layout, SGLANG, rank.gpu)

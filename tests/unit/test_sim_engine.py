@@ -259,17 +259,24 @@ def test_tp4_ep2_runs_out_of_memory_on_gpu_2(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("fail", "cls", "text"),
+    ("flags", "cls", "text"),
     [
-        ("nccl", FindingClass.NCCL, "Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1"),
-        ("port", FindingClass.PORT_IN_USE, "[Errno 98] error while attempting to bind on address"),
-        ("kv", FindingClass.KV_CACHE_TOO_SMALL,
+        (["--fail", "nccl"], FindingClass.NCCL,
+         "Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1"),
+        (["--fail", "port"], FindingClass.PORT_IN_USE, "[Errno 98] error while attempting to bind on address"),
+        (["--fail", "kv"], FindingClass.KV_CACHE_TOO_SMALL,
          "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static."),
-        ("cuda_graph", FindingClass.CUDA_GRAPH, "Exception: Capture cuda graph failed: "),
+        # Not injected: 70% of 94.97 GiB cannot hold 73 GiB of weights plus a KV pool.
+        (["--mem-fraction-static", "0.7"], FindingClass.KV_CACHE_TOO_SMALL,
+         "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static."),
+        (["--fail", "cuda_graph"], FindingClass.CUDA_GRAPH, "Exception: Capture cuda graph failed: "),
     ],
+    ids=["nccl", "port", "kv", "kv-real", "cuda_graph"],
 )
-def test_injected_failures(tmp_path: Path, fail: str, cls: FindingClass, text: str) -> None:
-    eng = EngineProcess(tmp_path / "ledger", "--tp-size", "8", "--fail", fail, scale=0.02)
+def test_failures_print_the_engines_text_and_exit_1(
+    tmp_path: Path, flags: list[str], cls: FindingClass, text: str
+) -> None:
+    eng = EngineProcess(tmp_path / "ledger", "--tp-size", "8", *flags, scale=0.02)
     try:
         assert eng.wait_exit() == 1
     finally:
@@ -277,7 +284,7 @@ def test_injected_failures(tmp_path: Path, fail: str, cls: FindingClass, text: s
     assert text in eng.text()
     assert cls in {f.cls for f in triage_lines(eng.lines)}, eng.text()[-2000:]
     assert "The server is fired up" not in eng.text()
-    if fail == "cuda_graph":
+    if "cuda_graph" in flags:
         assert "2. set --cuda-graph-max-bs to a smaller value (e.g., 16)" in eng.text()
     assert not list((tmp_path / "ledger").glob("proc-*.json"))
 

@@ -67,6 +67,7 @@ _SIZE_FLAGS = {
     "-dp": "dp",
 }
 _VLLM_EP_FLAG = "--enable-expert-parallel"
+_SGLANG_EP_MOE_FLAG = "--enable-ep-moe"  # deprecated SGLang spelling of --ep-size = --tp-size
 _DPA_FLAGS = ("--enable-dp-attention", "--enable-dp-attn")
 _DPA_WORDS = ("dpa", "dp-attention", "dp_attention")
 # `TP4`, `tp4ep2`, `TP 4`; and `tp=4`, `ep:2`.
@@ -105,6 +106,7 @@ def parse_layout(text: str) -> Layout:
     sizes: dict[str, int] = {}
     dp_attention = False
     vllm_ep = False
+    ep_moe = False
     extra: list[str] = []
     i = 0
     while i < len(tokens):
@@ -121,6 +123,8 @@ def parse_layout(text: str) -> Layout:
             _set_size(sizes, _SIZE_FLAGS[flag], value, flag)
         elif token == _VLLM_EP_FLAG:
             vllm_ep = True
+        elif token == _SGLANG_EP_MOE_FLAG:
+            ep_moe = True
         elif token in _DPA_FLAGS:
             dp_attention = True
         elif token.startswith("-") and len(token) > 1 and not _is_number(token):
@@ -132,6 +136,8 @@ def parse_layout(text: str) -> Layout:
         else:
             dp_attention = _read_parts(token, sizes) or dp_attention
         i += 1
+    if ep_moe and "ep" not in sizes:
+        sizes["ep"] = sizes.get("tp", 1)
     return _build(sizes, dp_attention=dp_attention, vllm_ep=vllm_ep, extra=tuple(extra))
 
 

@@ -56,6 +56,7 @@ def test_short_spellings(text: str, expected: Layout) -> None:
         ("--pp-size 8", Layout(pp=8)),
         ("--tp-size 8 --dp-size 8 --enable-dp-attention", Layout(tp=8, dp=8, dp_attention=True)),
         ("--tp 8 --dp 2", Layout(tp=8, dp=2)),
+        ("--tp 8 --enable-ep-moe", Layout(tp=8, ep=8)),
     ],
 )
 def test_sglang_flags(text: str, expected: Layout) -> None:

@@ -182,7 +182,10 @@ def test_domain_runs_on_plain_python_without_site_packages() -> None:
 def test_qwen2_qkv_projection_has_a_bias() -> None:
     from console.domain.weights import rank_load_plan
 
-    data = raw("Qwen--Qwen3-30B-A3B.json") | {"model_type": "qwen2_moe", "shared_expert_intermediate_size": 512}
+    data = raw("Qwen--Qwen3-30B-A3B.json") | {
+        "model_type": "qwen2_moe",
+        "shared_expert_intermediate_size": 512,
+    }
     spec = ModelSpec.from_config(data)
     names = {t.name for t in rank_load_plan(spec, Layout(), "vllm", 0) if t.layer == 0}
     assert "model.layers.0.self_attn.qkv_proj.bias" in names

@@ -5,9 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from console.domain.fit import FitResult, predict_fit, rank_load_plan, torch_capacity_bytes
-from console.domain.layout import parse_layout
+from console.domain.layout import Layout, parse_layout
 from console.domain.model_spec import ModelSpec, load_model_spec
 from console.domain.units import GIB, format_bytes
 from console.domain.weights import rank_weight_bytes
@@ -207,3 +209,32 @@ def test_to_json_has_the_documented_keys() -> None:
     assert data["layout"] == "TP4 EP2"
     assert data["engine"] == "sglang"
     assert data["verdict"] == "oom"
+
+
+# ---- property: any layout of any fixture model gives a verdict, never an exception ---------------
+
+_MODEL_FILES = sorted(p.name for p in MODELS.glob("*.json"))
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.sampled_from(_MODEL_FILES),
+    st.sampled_from([1, 2, 3, 4, 8, 16]),
+    st.sampled_from([1, 2, 4, 8]),
+    st.sampled_from([1, 2, 4, 8]),
+    st.sampled_from([1, 2, 8]),
+    st.booleans(),
+    st.sampled_from(["sglang", "vllm", "openai"]),
+)
+def test_any_layout_gets_a_verdict(
+    name: str, tp: int, ep: int, pp: int, dp: int, dpa: bool, engine: str
+) -> None:
+    layout = Layout(tp=tp, ep=ep, pp=pp, dp=dp, dp_attention=dpa)
+    result = predict_fit(spec(MODELS / name), layout, engine, gpu_mem_gib=79.19, gpu_count=64)
+    assert result.verdict in ("fits", "tight", "oom", "invalid")
+    assert result.reason and "\n" not in result.reason
+    if result.verdict != "invalid":
+        assert result.weights_gib_per_gpu > 0
+        total = result.weights_gib_per_gpu + result.overhead_gib + result.headroom_gib
+        assert total == pytest.approx(79.19)
+        assert 0 <= result.heaviest_rank < result.gpus_used

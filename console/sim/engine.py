@@ -170,8 +170,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         log.raw(f'  File "{failures.SITE}/sglang/srt/server_args.py", line 612, in check_server_args')
         log.raw(f"AssertionError: {problem}")
         return 1
-    if not read_inventory(args.ledger_dir):
-        ensure_inventory(args.ledger_dir, args.gpu_count, args.gpu_total_mib, args.gpu_name)
+    if args.ignored:
+        log.log(f"WARNING: the simulated engine accepts and ignores {' '.join(args.ignored)}")
+    try:
+        if not read_inventory(args.ledger_dir):
+            ensure_inventory(args.ledger_dir, args.gpu_count, args.gpu_total_mib, args.gpu_name)
+        probe = ProcLedger(args.ledger_dir, name=PROCESS_NAME)
+        probe.flush()
+    except OSError as exc:
+        log.raw(f"Error: cannot write the simulated GPU ledger in {args.ledger_dir}: {exc.strerror or exc}")
+        return 1
     return asyncio.run(SimEngine(args, spec, config).run())
 
 

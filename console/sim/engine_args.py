@@ -48,6 +48,8 @@ class EngineArgs:
     fail: str | None
     passthrough: tuple[tuple[str, object], ...] = ()
     """Accepted SGLang flags without an effect here, for the `server_args` line."""
+    ignored: tuple[str, ...] = ()
+    """Other `--flags` (SGLang has hundreds); the engine names them in one warning line."""
 
 
 def _build_parser() -> argparse.ArgumentParser:
@@ -130,7 +132,10 @@ def time_scale_from(flag_value: float) -> float:
 def parse_engine_args(argv: Sequence[str] | None = None) -> EngineArgs:
     """Parse the command line (argparse exits 2 with its usage message on bad flags)."""
     parser = _build_parser()
-    ns = parser.parse_args(argv)
+    ns, unknown = parser.parse_known_args(argv)
+    stray = [arg for arg in unknown if not arg.startswith("--")]
+    if stray and (not unknown or not unknown[0].startswith("--")):
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     try:
         scale = time_scale_from(ns.time_scale)
     except ValueError as exc:
@@ -168,4 +173,5 @@ def parse_engine_args(argv: Sequence[str] | None = None) -> EngineArgs:
         ledger_dir=ledger_dir,
         fail=ns.fail,
         passthrough=passthrough,
+        ignored=tuple(arg.split("=", 1)[0] for arg in unknown if arg.startswith("--")),
     )

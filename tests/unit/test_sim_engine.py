@@ -329,6 +329,22 @@ def test_bad_layouts_fail_with_one_reason(tmp_path: Path) -> None:
     eng = EngineProcess(tmp_path / "ledger", "--tp-size", "16")
     assert eng.wait_exit() == 1
     assert "AssertionError:" in eng.text() and "16" in eng.lines[-1]
+    eng = EngineProcess(tmp_path / "ledger", model=tmp_path / "missing.json")
+    assert eng.wait_exit() == 1
+    assert eng.lines == [f"Error: {tmp_path / 'missing.json'}: no such model config"]
+    (tmp_path / "a-file").write_text("")
+    eng = EngineProcess(tmp_path / "a-file" / "ledger")
+    assert eng.wait_exit() == 1
+    assert eng.lines[-1].startswith("Error: cannot write the simulated GPU ledger in ")
+
+
+def test_unknown_sglang_flags_are_named_and_ignored(tmp_path: Path) -> None:
+    eng = EngineProcess(tmp_path / "ledger", "--tp-size", "8", "--enable-mixed-chunk",
+                        "--speculative-algorithm", "EAGLE", "--fail", "kv", scale=0.01)
+    assert eng.wait_exit() == 1
+    assert "WARNING: the simulated engine accepts and ignores --enable-mixed-chunk --speculative-algorithm" \
+        in eng.text()
+    assert "Not enough memory" in eng.text()
 
 
 def test_engine_import_graph_is_stdlib_aiohttp_and_domain() -> None:

@@ -78,7 +78,7 @@ async def test_forced_oom_shows_card_highlight_and_rollback(demo_app) -> None:
         assert line is not None and line.finding is not None and "672.00 MiB" in line.text
         await pilot.pause(0.1)
         text = screen_text(app)
-        assert f" OOM TP{gpu}" in text and "tried 672.00 MiB" in text and "OutOfMemoryError" in text
+        assert f" OOM {failure['rank']} GPU{gpu}" in text and "tried 672.00 MiB" in text and "OutOfMemoryError" in text
 
         # Back to every line: nothing was lost to the filter.
         await pilot.press("ctrl+l")

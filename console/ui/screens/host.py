@@ -136,21 +136,24 @@ class HostScreen(Screen[None]):
     @work(exclusive=True, group="switch", exit_on_error=False)
     async def run_switch(self, layout_name: str, force: bool) -> None:
         """Run the ops layer's switch; its events stream into the panel as messages."""
-        from console.ops.fit_check import fit_service_layouts
         from console.ui.switch_runner import run_switch
 
-        try:
-            fits = await fit_service_layouts(self.host, self.service)
-        except Exception:
-            fits = []
-        self.query_one(SwitchPanel).fits_instead = [
-            f"{lc.name} ({fit.verdict})" for lc, fit in fits
-            if fit is not None and fit.verdict in ("fits", "tight") and lc.name != layout_name
-        ]
+        self.query_one(SwitchPanel).fits_instead = await self.layouts_that_fit(exclude=layout_name)
         result = await run_switch(self.host, self.service, layout_name, force=force,
                                   post=lambda ev: self.post_message(SwitchEvent(self.host.name, ev)),
                                   audit=self.app.audit)  # type: ignore[attr-defined]
         self.post_message(SwitchFinished(self.host.name, result))
+
+    async def layouts_that_fit(self, *, exclude: str) -> list[str]:
+        """Layouts predicted to fit (for the failure card's "fits instead")."""
+        from console.ops.fit_check import fit_service_layouts
+
+        try:
+            fits = await fit_service_layouts(self.host, self.service)
+        except Exception:
+            return []
+        return [f"{lc.name} ({fit.verdict})" for lc, fit in fits
+                if fit is not None and fit.verdict in ("fits", "tight") and lc.name != exclude]
 
     @on(SwitchEvent)
     def _switch_event(self, message: SwitchEvent) -> None:

@@ -34,6 +34,7 @@ class HostSummary:
 
 
 COLUMNS = ("host", "link", "data age", "units", "layout", "GPU memory", "health")
+WIDTHS = (14, 5, 11, 10, 22, 26, 18)
 
 
 class FleetTable(DataTable):
@@ -57,8 +58,8 @@ class FleetTable(DataTable):
         self.last_ok: dict[str, HostSummary] = {}
 
     def on_mount(self) -> None:
-        for name in COLUMNS:
-            self.add_column(name, key=name)
+        for name, width in zip(COLUMNS, WIDTHS, strict=True):
+            self.add_column(name, key=name, width=width)
         for host in self.host_names:
             self.add_row(host, "connecting", "-", "-", "-", "-", "-", key=host)
         self.poll()
@@ -89,7 +90,7 @@ class FleetTable(DataTable):
         stale = not summary.reachable or (age is not None and age > max(3 * self.refresh_s, 5.0))
         link = Text("up", style=s("fleet--ok")) if summary.reachable else Text("DOWN", style=s("fleet--bad"))
         age_cell = Text(("STALE " if stale else "") + age_text(age), style=s("fleet--warn") if stale else "")
-        units = f"{shown.units_active}/{shown.units_total} active" if shown.units_total else "-"
+        units = f"{shown.units_active}/{shown.units_total} up" if shown.units_total else "-"
         if shown.gpu_total_mib:
             gib = 1024
             mem = f"{shown.gpu_used_mib / gib:,.0f}/{shown.gpu_total_mib / gib:,.0f} GiB"

@@ -81,7 +81,7 @@ class GpuPane(Widget, can_focus=False):
     def set_gpus_in_use(self, count: int | None) -> None:
         if count != self.gpus_in_use:
             self.gpus_in_use = count
-            self.refresh()
+            self.refresh_stale()
 
     def toggle_processes(self) -> None:
         self.show_processes = not self.show_processes
@@ -118,7 +118,7 @@ class GpuPane(Widget, can_focus=False):
         width = max(40, self.content_region.width)
         spark_w = max(6, min(30, width // 6))
         name_w = 12 if width >= 70 else 0
-        bar_w = max(6, width - 3 - (name_w + 1 if name_w else 0) - 17 - 6 - spark_w)
+        bar_w = max(6, width - 3 - (name_w + 1 if name_w else 0) - 18 - 6 - spark_w)
         out = Text(no_wrap=True, overflow="crop")
         style = self.get_component_rich_style
         for i, gpu in enumerate(snap.gpus):
@@ -138,7 +138,7 @@ class GpuPane(Widget, can_focus=False):
             out.append(filled, style=style(level))
             out.append(empty, style=style("gpu--empty"))
             mib = f"{used if used is not None else '?':>6}/{total if total is not None else '?':>6} MiB"
-            out.append(f" {mib:>16}", style=row_style)
+            out.append(f" {mib:>17}", style=row_style)
             util = f"{gpu.util_pct:>3}%" if gpu.util_pct is not None else "  -%"
             out.append(f" {util:>4} ", style=row_style)
             fractions = [mib / total for mib in self.history.used_mib(gpu.index)] if total else []

@@ -141,11 +141,13 @@ class ServicePane(Widget):
         else:
             level = "service--bad" if st.is_failed else "service--ok" if st.active == "active" else "service--warn"
             out.append(f"{st.active}/{st.sub or '-'}", style=s(level))
-            restarts = st.n_restarts if st.n_restarts is not None else "-"
-            out.append(f" · result {st.result or '-'} · restarts {restarts}\n")
+            out.append(f" · result {st.result or '-'}\n")
         label("since")
         since = None if st is None or st.since is None else self.clock() - st.since
-        out.append(f"{age_text(since)} ago\n" if since is not None else "-\n")
+        out.append(f"{age_text(since)} ago" if since is not None else "-")
+        if st is not None and st.n_restarts is not None:
+            out.append(f" · restarts {st.n_restarts}")
+        out.append("\n")
         label("layout")
         out.append(view.layout or "-")
         if view.gpus_used is not None:

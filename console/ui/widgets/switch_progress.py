@@ -111,9 +111,9 @@ class SwitchPanel(Widget):
                 ("rollback " if rollback else "") + label[:40])
         elif kind == "finding" and ev.get("fatal", True):
             rank = f" {ev['rank']}" if ev.get("rank") else ""
-            self._add(elapsed, "finding", f"{ev.get('kind')}{rank}: {ev.get('summary', '')}", rollback, bad=True)
+            self._add(elapsed, "FAILED" if not rollback else "finding",
+                      f"{ev.get('layout')}: {ev.get('kind')}{rank}: {ev.get('summary', '')}", rollback, bad=True)
             if not rollback:  # the card shows at once; the rollback then streams beside it
-                self._add(elapsed, "FAILED", f"{ev.get('layout')}: {ev.get('kind')}", False, bad=True)
                 self._show_card({"outcome": "failed", "host": self.host, "layout": ev.get("layout"), "failure": ev})
         elif kind == "state" and ev.get("active") == "failed":
             self._add(elapsed, "state", f"{ev.get('unit')}: failed, result={ev.get('result')}", rollback, bad=True)

@@ -1,0 +1,94 @@
+"""Snapshots at 120x40 of the main screen, the picker, the failure card, the fleet and each theme.
+
+The app is the real one, on fixed-data hosts (recorded journals, fixed GPU samples, a frozen
+clock), so every run draws the same screen.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from fixed_host import DATA, EP8_USED, fixed_app, loading_series
+
+from console.hosts.gpus import GpuHistory
+from console.ui.messages import SwitchEvent, SwitchFinished
+from console.ui.screens.picker import LayoutPicker
+from console.ui.widgets.gpu_pane import GpuPane
+from console.ui.widgets.switch_progress import SwitchPanel
+
+SIZE = (120, 40)
+
+
+async def settle(pilot, predicate=lambda: True, tries: int = 50) -> None:
+    for _ in range(tries):
+        await pilot.pause(0.05)
+        if predicate():
+            break
+    await pilot.pause(0.1)
+
+
+def with_history(app) -> None:
+    """A loading curve in the sparklines, the same every run."""
+    pane = app.screen.query_one(GpuPane)
+    pane.history = GpuHistory(history_s=600, max_points=600)
+    for snap in loading_series(EP8_USED):
+        pane.ingest(snap)
+
+
+async def main_screen_ready(pilot) -> None:
+    app = pilot.app
+    await settle(pilot, lambda: app.screen.query("#journal-view") and app.screen.last_view is not None)
+    with_history(app)
+    await settle(pilot)
+
+
+def test_main_screen(snap_compare) -> None:
+    assert snap_compare(fixed_app({"demo": "ep8"}), terminal_size=SIZE, run_before=main_screen_ready)
+
+
+@pytest.mark.parametrize("theme", ["light", "high-contrast"])
+def test_main_screen_themes(snap_compare, theme: str) -> None:
+    assert snap_compare(fixed_app({"demo": "ep8"}, theme=theme), terminal_size=SIZE, run_before=main_screen_ready)
+
+
+def test_picker(snap_compare) -> None:
+    async def run_before(pilot) -> None:
+        await main_screen_ready(pilot)
+        await pilot.press("l")
+        await settle(pilot, lambda: isinstance(pilot.app.screen, LayoutPicker) and pilot.app.screen.fits)
+
+    assert snap_compare(fixed_app({"demo": "ep8"}), terminal_size=SIZE, run_before=run_before)
+
+
+def test_failure_card(snap_compare) -> None:
+    """The recorded events of a forced TP4 EP2 switch, replayed into the host screen."""
+    events = [json.loads(line) for line in (DATA / "switch_tp4ep2_events.jsonl").read_text().splitlines()]
+
+    async def run_before(pilot) -> None:
+        await main_screen_ready(pilot)
+        screen = pilot.app.screen
+        panel = screen.query_one(SwitchPanel)
+        screen.switching = True
+        panel.begin("demo", "kimi-k2.6", "TP4 EP2", True, await screen.layouts_that_fit(exclude="TP4 EP2"))
+        journal = screen.query_one("#journal-pane")
+        for event in events[:-1]:
+            screen.post_message(SwitchEvent("demo", event))
+            if event.get("step") == "start" and not event.get("rollback"):
+                # Let the journal pane read the failing unit's journal before the rollback moves it on.
+                await settle(pilot, lambda: journal.unit == "sglang-k26@tp4ep2.service" and journal.received > 150)
+        screen.post_message(SwitchFinished("demo", events[-1]))
+        await settle(pilot, lambda: panel.finished)
+        await settle(pilot, lambda: screen.query_one("#journal-pane").unit == "sglang-k26@ep8.service")
+
+    assert snap_compare(fixed_app({"demo": "ep8"}), terminal_size=SIZE, run_before=run_before)
+
+
+def test_fleet_overview(snap_compare) -> None:
+    app = fixed_app({"demo": "ep8", "gpu-node-2": "failed", "gpu-node-3": "down"})
+
+    async def run_before(pilot) -> None:
+        table = pilot.app.screen.query_one("#fleet-table")
+        await settle(pilot, lambda: len(table.summaries) == 3)
+
+    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)

@@ -7,6 +7,7 @@ as server-sent events (`data: {...}` chunks, then `data: [DONE]`). Access lines 
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import http
 import json
@@ -66,6 +67,7 @@ class EngineHttp:
         self.app.router.add_post("/v1/completions", self.completions)
         self.app.router.add_post("/v1/chat/completions", self.chat_completions)
         self.runner: web.AppRunner | None = None
+        self._generating: set[asyncio.Task] = set()
 
     async def start(self, host: str, port: int) -> None:
         """Listen on host:port; raises OSError (errno 98) if the address is taken."""
@@ -81,6 +83,9 @@ class EngineHttp:
         self.runner = runner
 
     async def stop(self) -> None:
+        """Stop at once: requests still generating are cut off, as when SGLang's processes are killed."""
+        for task in list(self._generating):
+            task.cancel()
         if self.runner is not None:
             await self.runner.cleanup()
             self.runner = None
@@ -120,8 +125,20 @@ class EngineHttp:
                                      content_type="application/json")
         return body
 
+    @contextlib.asynccontextmanager
+    async def _tokens(self, prompt_tokens: int, max_tokens: int):
+        """The request's token stream, closed when the request ends (a client hanging up included)."""
+        task = asyncio.current_task()
+        if task is not None:
+            self._generating.add(task)
+        try:
+            async with contextlib.aclosing(self.generator.generate(prompt_tokens, max_tokens)) as tokens:
+                yield tokens
+        finally:
+            self._generating.discard(task)
+
     async def _collect(self, prompt_tokens: int, max_tokens: int) -> str:
-        async with contextlib.aclosing(self.generator.generate(prompt_tokens, max_tokens)) as tokens:
+        async with self._tokens(prompt_tokens, max_tokens) as tokens:
             return "".join([t async for t in tokens])
 
     async def native_generate(self, request: web.Request) -> web.Response:
@@ -176,8 +193,7 @@ class EngineHttp:
             await response.write(f"data: {json.dumps(doc)}\n\n".encode())
 
         first = True
-        # aclosing: a client that hangs up mid-stream ends the request (and its load) at once.
-        async with contextlib.aclosing(self.generator.generate(prompt_tokens, max_tokens)) as tokens:
+        async with self._tokens(prompt_tokens, max_tokens) as tokens:
             async for token in tokens:
                 if chat:
                     delta = {"role": "assistant", "content": token} if first else {"content": token}

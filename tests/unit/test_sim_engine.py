@@ -227,7 +227,14 @@ def test_ep8_starts_like_sglang_and_serves(tmp_path: Path) -> None:
             time.sleep(0.05)
         assert _running(eng) == 0
 
-        assert eng.terminate() == 0
+        # SIGTERM stops the engine at once, even with a long generation in flight.
+        conn = http.client.HTTPConnection("127.0.0.1", eng.port, timeout=5)
+        conn.request("POST", "/v1/completions", body=json.dumps({"prompt": "x", "max_tokens": 100_000,
+                                                                 "stream": True}))
+        assert conn.getresponse().readline().startswith(b"data: ")
+        eng.proc.send_signal(signal.SIGTERM)
+        assert eng.wait_exit(timeout_s=10) == 0
+        conn.close()
         assert "INFO:     Shutting down" in eng.text()
         assert read_processes(ledger) == [] and not list(ledger.glob("proc-*.json"))
     finally:

@@ -222,7 +222,7 @@ launch_host() {
         echo $$ >"/sys/fs/cgroup/unified/testbed/tb$2/cgroup.procs"
         SYSTEMD_NSPAWN_UNIFIED_HIERARCHY=1 exec systemd-nspawn -q -D "$1/root" --boot --register=no \
             --keep-unit --machine="tb$2" --link-journal=no --network-namespace-path="/run/netns/tb$2" \
-            --console=read-only' launch "$d" "$i" </dev/null >>"$d/console.log" 2>&1 9>&- &
+            --console=read-only' launch "$d" "$i" </dev/null >>"$d/console.log" 2>&1 8>&- 9>&- &
 }
 
 wait_ssh() {
@@ -422,10 +422,16 @@ cmd_start() {
     wait_ssh "$name"
 }
 
-# One mutating command at a time (pytest sessions and shells may overlap on this machine).
+# One mutating command at a time (pytest sessions and shells may overlap on this machine). A pytest
+# session holds session.lock while it uses the hosts and sets SERVE_CONSOLE_TESTBED_LOCKED=1 for us;
+# anyone else waits for that session to end instead of tearing its hosts down under it.
 case ${1:-} in
 build | up | down | stop | start)
     mkdir -p "$TB"
+    if [ "${SERVE_CONSOLE_TESTBED_LOCKED:-}" != 1 ]; then
+        exec 8>"$TB/session.lock"
+        flock -w 1800 8 || die "a test session has held $TB/session.lock for 30 min"
+    fi
     exec 9>"$TB/testbed.lock"
     flock -w 600 9 || die "another testbed.sh holds $TB/testbed.lock"
     ;;

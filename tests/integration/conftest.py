@@ -263,7 +263,14 @@ class TestbedUnavailable(Exception):
 
 
 def _testbed_sh(*args: str, timeout_s: float) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run(["bash", str(TESTBED_SH), *args], capture_output=True, text=True, timeout=timeout_s)
+    """Run testbed.sh; this session already holds session.lock (see `_session_lock`)."""
+    proc = subprocess.run(
+        ["bash", str(TESTBED_SH), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        env={**os.environ, "SERVE_CONSOLE_TESTBED_LOCKED": "1"},
+    )
     if proc.returncode != 0:
         tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-15:])
         raise TestbedUnavailable(f"testbed.sh {' '.join(args)} failed (exit {proc.returncode}):\n{tail}")
@@ -330,7 +337,8 @@ def testbed() -> Iterator[Testbed]:
             yield Testbed(testbed_dir())
         finally:
             start = time.monotonic()
-            subprocess.run(["bash", str(TESTBED_SH), "down"], capture_output=True, timeout=120)
+            with contextlib.suppress(TestbedUnavailable, subprocess.TimeoutExpired):
+                _testbed_sh("down", timeout_s=120)
             TIMINGS.append(f"down: {time.monotonic() - start:.1f} s")
 
 

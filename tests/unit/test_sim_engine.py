@@ -159,10 +159,13 @@ def test_ep8_starts_like_sglang_and_serves(tmp_path: Path) -> None:
     try:
         eng.wait_for("Load weight begin")
         assert http_status(eng.url("/v1/models")) is None, "the port must be refused while loading"
-        readings = []
+        readings, busy = [], []
         while not any("Load weight end" in line for line in eng.lines):
-            readings.append(_used_mib(ledger, 0))
+            gpu0 = read_snapshot(ledger).gpus[0]
+            readings.append(gpu0.used_mib)
+            busy.append(gpu0.util_pct)
             time.sleep(0.02)
+        assert max(busy) >= 30  # nvidia-smi shows the GPUs busy while they load
         growth = sorted(set(readings))
         assert len(growth) >= 3 and readings == sorted(readings), readings
         assert readings[0] < 20_000 < 60_000 < _used_mib(ledger, 0)

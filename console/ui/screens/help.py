@@ -28,7 +28,6 @@ def help_table(keymap: dict[str, str], readonly: bool) -> Table:
             if a.scope != scope or (readonly and a.changes_host):
                 continue
             table.add_row(display_key(key_for(a.id, keymap)), a.id, a.tooltip)
-        table.add_row("", "", "")
     return table
 
 
@@ -41,7 +40,7 @@ class HelpScreen(ModalScreen[None]):
         app = self.app
         keymap = dict(getattr(app, "_keymap", {}) or {})
         readonly = bool(getattr(app, "readonly", False))
-        with VerticalScroll(id="help-box"):
-            note = "  (read-only: changing actions are hidden)" if readonly else ""
-            yield Static(f"Keys{note}   ·   ctrl+p opens the command palette   ·   Esc closes", id="help-title")
+        with VerticalScroll(id="help-box") as box:
+            note = " (read-only: changing actions are hidden)" if readonly else ""
+            box.border_title = f"keys{note} · ctrl+p opens the command palette · Esc closes"
             yield Static(help_table(keymap, readonly), id="help-table")

@@ -1,0 +1,174 @@
+"""Keys from the one registry, the palette, --readonly, remaps, and hosts that go down or flood."""
+
+from __future__ import annotations
+
+import asyncio
+
+from fixed_host import fixed_app
+from screen_text import screen_text
+
+from console.ui.keys import ACTIONS, bindings
+from console.ui.screens.confirm import ConfirmSwitch
+from console.ui.screens.help import HelpScreen
+from console.ui.screens.host import HostScreen
+from console.ui.screens.picker import LayoutPicker
+from console.ui.widgets.journal_view import JournalView
+
+
+async def settle(pilot, predicate=lambda: True, tries: int = 60) -> bool:
+    for _ in range(tries):
+        await pilot.pause(0.05)
+        if predicate():
+            return True
+    return predicate()
+
+
+def test_registry_ids_are_unique_and_feed_bindings() -> None:
+    ids = [a.id for a in ACTIONS]
+    assert len(ids) == len(set(ids))
+    for scope in {a.scope for a in ACTIONS}:
+        assert {b.id for b in bindings(scope)} == {a.id for a in ACTIONS if a.scope == scope}
+        assert all(b.tooltip for b in bindings(scope))
+
+
+async def test_help_lists_every_action_with_remapped_key() -> None:
+    app = fixed_app({"demo": "ep8"}, keys=(("journal.next_finding", "j"),))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot, lambda: isinstance(app.screen, HostScreen))
+        await pilot.press("question_mark")
+        assert await settle(pilot, lambda: isinstance(app.screen, HelpScreen))
+        text = screen_text(app)
+        for action in ACTIONS:
+            assert action.id in text
+        row = next(line for line in text.splitlines() if "journal.next_finding" in line)
+        assert row.split()[1] == "j"  # the remapped key, not the default "e"
+        await pilot.press("escape")
+        assert await settle(pilot, lambda: isinstance(app.screen, HostScreen))
+
+
+async def test_remapped_key_runs_the_action() -> None:
+    app = fixed_app({"demo": "failed"}, keys=(("journal.next_finding", "j"),))
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = app.screen
+        assert await settle(pilot, lambda: isinstance(app.screen, HostScreen))
+        view = app.screen.query_one(JournalView)
+        assert await settle(pilot, lambda: view.line_count > 50 and any(line.finding for line in view.lines))
+        await pilot.press("j")
+        await pilot.pause(0.05)
+        assert view.cursor_line is not None and view.cursor_line.finding is not None
+        assert screen is app.screen
+
+
+async def test_readonly_hides_and_refuses_changes() -> None:
+    app = fixed_app({"demo": "ep8"}, readonly=True)
+    async with app.run_test(size=(120, 40)) as pilot:
+        assert await settle(pilot, lambda: isinstance(app.screen, HostScreen) and app.screen.last_view is not None)
+        def footer() -> str:
+            return [line for line in screen_text(app).splitlines() if line.strip()][-1]
+
+        assert await settle(pilot, lambda: "Layouts" in footer())
+        assert "Restart" not in footer()
+        notes_before = len(app._notifications)
+        await pilot.press("R")  # hidden and refused: nothing happens, nothing is sent to the host
+        await pilot.pause(0.05)
+        assert len(app._notifications) == notes_before
+        await pilot.press("l")
+        assert await settle(pilot, lambda: isinstance(app.screen, LayoutPicker) and app.screen.fits)
+        assert "read-only: view only" in screen_text(app)
+        await pilot.press("enter")
+        await pilot.pause(0.05)
+        assert isinstance(app.screen, LayoutPicker)  # no confirmation, no switch
+        screen = app.host_screen("demo")
+        screen.request_switch("EP8")  # the palette's path refuses too
+        await pilot.pause(0.05)
+        assert not isinstance(app.screen, ConfirmSwitch)
+        assert any("read-only" in n.message for n in app._notifications)
+        from console.ui.commands_palette import ConsoleCommands
+
+        provider = ConsoleCommands(app.screen)
+        names = [name for name, _, _ in provider._commands()]
+        assert names and not any(n.startswith("layout: switch") or n == "service: restart" for n in names)
+
+
+async def test_palette_switch_command_asks_for_confirmation() -> None:
+    app = fixed_app({"demo": "ep8"})
+    async with app.run_test(size=(120, 40)) as pilot:
+        assert await settle(pilot, lambda: isinstance(app.screen, HostScreen) and app.screen.last_view is not None)
+        await pilot.press("ctrl+p")
+        await pilot.pause(0.1)
+        await pilot.press(*"layout: switch to PP8 on demo")
+        await pilot.pause(0.3)
+        assert "layout: switch to PP8 on demo" in screen_text(app)
+        await pilot.press("enter")
+        assert await settle(pilot, lambda: isinstance(app.screen, ConfirmSwitch) and app.screen.fit_known)
+        text = screen_text(app)
+        assert "to PP8" in text and "sglang-k26@pp8.service" in text and "FITS" in text
+        await pilot.press("n")
+        assert await settle(pilot, lambda: isinstance(app.screen, HostScreen))
+
+
+async def test_down_host_is_marked_stale_and_nothing_crashes() -> None:
+    app = fixed_app({"demo": "ep8", "gpu-node-3": "down"})
+    async with app.run_test(size=(120, 40)) as pilot:
+        table = app.screen.query_one("#fleet-table")
+        assert await settle(pilot, lambda: len(table.summaries) == 2)
+        row = screen_text(app)
+        assert "DOWN" in row and "STALE" in row
+        app.open_host("gpu-node-3")
+        assert await settle(pilot, lambda: isinstance(app.screen, HostScreen) and "STALE" in screen_text(app))
+        text = screen_text(app)
+        assert "connection refused" in text
+        await pilot.press("l")  # the picker still opens; the fit comes from the config
+        assert await settle(pilot, lambda: isinstance(app.screen, LayoutPicker))
+        await pilot.press("escape", "escape")
+        assert await settle(pilot, lambda: not isinstance(app.screen, HostScreen))
+        assert app.return_code is None  # still running, no exception
+
+
+async def test_filter_search_and_copy_by_keys() -> None:
+    app = fixed_app({"demo": "failed"})
+    copied: list[str] = []
+    app.copy_to_clipboard = copied.append  # type: ignore[method-assign]
+    async with app.run_test(size=(120, 40)) as pilot:
+        assert await settle(pilot, lambda: isinstance(app.screen, HostScreen))
+        view = app.screen.query_one(JournalView)
+        assert await settle(pilot, lambda: view.line_count > 50)
+        total = view.line_count
+        await pilot.press("slash", *"class:oom", "enter")
+        assert view.row_count >= 1 and view.line_count == total
+        await pilot.press("ctrl+l", "s", *"Load weight", "enter")
+        assert view.cursor_line is not None and "Load weight" in view.cursor_line.text
+        first = view.cursor_seq
+        await pilot.press("n")
+        assert view.cursor_seq != first
+        await pilot.press("N")
+        assert view.cursor_seq == first
+        await pilot.press("c")
+        assert copied and "Load weight" in copied[-1]
+        await pilot.press("slash", *"([", "enter")  # a bad regex is a notification, not a crash
+        await pilot.pause(0.05)
+        assert any("bad regex" in n.message for n in app._notifications)
+        await pilot.press("escape")
+
+
+async def test_flood_keeps_memory_bounded_and_keys_answer() -> None:
+    """A unit writing as fast as it can: storage stays at the cap and a key still gets through."""
+    app = fixed_app({"demo": "ep8"})
+    async with app.run_test(size=(120, 40)) as pilot:
+        assert await settle(pilot, lambda: isinstance(app.screen, HostScreen))
+        pane = app.screen.query_one("#journal-pane")
+        view = pane.view
+
+        async def flood() -> None:
+            for k in range(60):
+                for i in range(1000):
+                    pane.queue_line(f"[TP{i % 8}] decode batch {k * 1000 + i}", "flood.service", None, None)
+                await asyncio.sleep(0)
+
+        task = asyncio.create_task(flood())
+        await pilot.press("p")  # per-process view toggles while the flood runs
+        await task
+        await pilot.pause(0.2)
+        assert view.line_count <= pane.line_cap
+        assert view.lines[-1].text.endswith("59999")
+        assert app.screen.query_one("#gpu-pane").show_processes

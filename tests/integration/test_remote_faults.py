@@ -1,0 +1,129 @@
+"""Faults against real hosts: a stopped host, a changed host key, sudo without NOPASSWD, a cut
+network, two consoles racing for one service's lock."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import asyncssh
+import pytest
+from remote_helpers import bed_host_config, wait_until
+
+from console.errors import HostError
+from console.hosts.base import LockBusy
+from console.hosts.hostkeys import HostKeyRefused
+from console.hosts.remote import build_remote_host
+from console.hosts.ssh import SshTransport
+from console.hosts.systemd import SystemdManager
+
+pytestmark = pytest.mark.integration
+
+
+async def test_a_stopped_host_is_marked_down_the_other_works_and_it_recovers(clean_testbed):
+    bed = clean_testbed
+    if len(bed.hosts) < 2:
+        pytest.skip("needs two test hosts")
+    one = build_remote_host(bed_host_config(bed, "tb1", connect_timeout_s=3.0))
+    two = build_remote_host(bed_host_config(bed, "tb2", connect_timeout_s=3.0))
+    try:
+        assert (await two.services.state("noisy.service")).load == "loaded"
+        await asyncio.to_thread(bed.stop_host, "tb2", kill=True)
+        await wait_until(lambda: two.link.state == "down", 30, "tb2 marked down")
+        started = time.monotonic()
+        good, bad = await asyncio.gather(
+            one.services.state("noisy.service"), two.services.state("noisy.service"), return_exceptions=True
+        )
+        assert not isinstance(good, BaseException) and good.load == "loaded"
+        assert isinstance(bad, HostError) and str(bad).startswith("tb2: ")
+        assert time.monotonic() - started < 10  # the down host fails fast instead of hanging the other
+        snapshot = await one.gpus.sample()
+        assert len(snapshot.gpus) == 8 and snapshot.error is None
+        await asyncio.to_thread(bed.start_host, "tb2")
+        await wait_until(lambda: two.link.state == "up", 90, "tb2 reconnected", interval_s=0.2)
+        assert two.link.reconnects >= 1
+        assert (await two.services.state("noisy.service")).load == "loaded"
+    finally:
+        await one.close()
+        await two.close()
+
+
+async def test_a_changed_host_key_is_refused_and_nothing_runs(clean_testbed):
+    bed = clean_testbed
+    new_line = await asyncio.to_thread(bed.replace_host_key, "tb1")
+    new_fp = asyncssh.import_public_key(new_line).get_fingerprint("sha256")
+    transport = SshTransport(bed_host_config(bed, "tb1"))
+    try:
+        with pytest.raises(HostKeyRefused) as info:
+            await transport.run(["touch", "/tmp/should-not-exist"])
+        message = str(info.value)
+        assert message.startswith("tb1: HOST KEY CHANGED for ") and new_fp in message
+        assert transport.link.state == "down" and "CHANGED" in (transport.link.error or "")
+    finally:
+        await transport.close()
+    await asyncio.to_thread(bed.restore_host_key, "tb1")
+    assert not (bed.host("tb1").root / "tmp/should-not-exist").exists()
+
+
+async def test_sudo_without_nopasswd_is_reported_and_with_it_works(clean_testbed):
+    bed = clean_testbed
+    operator = SshTransport(bed_host_config(bed, "tb1", user="operator"))
+    deploy = SshTransport(bed_host_config(bed, "tb1", user="deploy"))
+    try:
+        with pytest.raises(HostError) as info:
+            await SystemdManager(operator, sudo=True).start("noisy.service")
+        assert str(info.value).startswith("tb1: sudo needs a password on tb1 (use NOPASSWD for systemctl)")
+        manager = SystemdManager(deploy, sudo=True)
+        await manager.start("noisy.service")
+        await wait_until(lambda: _active(manager), 20, "noisy.service active")
+        await manager.stop("noisy.service")
+        assert (await manager.state("noisy.service")).active == "inactive"
+    finally:
+        await operator.close()
+        await deploy.close()
+
+
+async def _active(manager: SystemdManager) -> bool:
+    return (await manager.state("noisy.service")).active == "active"
+
+
+async def test_a_cut_network_is_noticed_by_keepalives_and_healed(clean_testbed):
+    bed = clean_testbed
+    transport = SshTransport(
+        bed_host_config(bed, "tb1", connect_timeout_s=2.0),
+        keepalive_interval_s=0.5, keepalive_count_max=2, backoff_base_s=0.1, backoff_max_s=1.0,
+    )  # fmt: skip
+    try:
+        assert (await transport.run(["true"])).ok
+        with bed.network_cut("tb1"):
+            await wait_until(lambda: transport.link.state == "down", 15, "the cut to be noticed")
+            with pytest.raises(HostError):
+                await transport.run(["true"])
+        await wait_until(lambda: transport.link.state == "up", 30, "the link to heal")
+        assert (await transport.run(["true"])).ok and transport.link.reconnects >= 1
+    finally:
+        await transport.close()
+
+
+async def test_two_consoles_locking_one_service_exactly_one_wins(clean_testbed):
+    bed = clean_testbed
+    consoles = [build_remote_host(bed_host_config(bed, "tb1", gpus="none")) for _ in range(2)]
+    holders, refused = [], []
+
+    async def attempt(i: int) -> None:
+        try:
+            async with consoles[i].lock("switch-k26"):
+                holders.append(i)
+                await asyncio.sleep(1.0)
+        except LockBusy as exc:
+            refused.append(str(exc))
+
+    try:
+        await asyncio.gather(attempt(0), attempt(1))
+        assert len(holders) == 1 and len(refused) == 1
+        assert "locked by another console" in refused[0]
+        async with consoles[1 - holders[0]].lock("switch-k26"):  # released with its channel
+            pass
+    finally:
+        for host in consoles:
+            await host.close()

@@ -15,7 +15,7 @@ engine's real ready line (`The server is fired up and ready to roll!`) to the re
 time means a verdict before the event. It counts how often the loop declares ready early, on `/v1/models`.
 The last line of output is one JSON object with the figures and the ratios.
 
-    .venv/bin/python bench/detect_latency.py [--rounds 6] [--time-scale 0.1] [--period 15]
+    .venv/bin/python bench/detect_latency.py [--rounds 8] [--time-scale 0.1] [--period 15]
 """
 
 from __future__ import annotations
@@ -223,7 +223,7 @@ def report(out: dict) -> None:
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=6, help="EP8 + TP4 EP2 starts per watcher (default 6)")
+    parser.add_argument("--rounds", type=int, default=8, help="EP8 + TP4 EP2 starts per watcher (default 8)")
     parser.add_argument(
         "--time-scale", type=float, default=0.1, help="the simulated engine's pace (default 0.1)"
     )

@@ -58,7 +58,7 @@ async def _story(host_cfg, state_root: Path, as_json: bool) -> int:
     from console.ops.events import FAILED, READY
     from console.ops.switch import switch_layout
 
-    host = open_host(host_cfg, state_dir=state_root)
+    host = open_host(host_cfg, state_dir=state_root, stop_units_on_close=True)
     audit = AuditLog(state_root / "audit.sqlite3")
     service = host_cfg.services[0]
     say = (lambda _t: None) if as_json else print
@@ -82,6 +82,5 @@ async def _story(host_cfg, state_root: Path, as_json: bool) -> int:
         return 0 if ok else 1
     finally:
         say("\nStopping the demo's units...")
-        await host.services.stop_all()
         audit.close()
-        await host.close()
+        await host.close()  # stops the units: the demo leaves no engine behind

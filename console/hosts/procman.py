@@ -60,11 +60,12 @@ class ProcessManager:
 
     # -- paths -------------------------------------------------------------------------------------------
 
-    def unit_dir(self, unit: str) -> Path:
-        if not unit or "/" in unit or unit.startswith("."):
+    def unit_dir(self, unit: str, *, create: bool = True) -> Path:
+        if not unit or "/" in unit or unit.startswith(".") or "\0" in unit:
             raise HostError(self.cfg.name, f"invalid unit name {unit!r}")
         path = self.units_dir / unit
-        path.mkdir(parents=True, exist_ok=True)
+        if create:
+            path.mkdir(parents=True, exist_ok=True)
         return path
 
     def host_path(self, path: str) -> Path:
@@ -85,7 +86,7 @@ class ProcessManager:
 
     async def state(self, unit: str) -> UnitState:
         loaded = sim_units.find_unit(self.cfg, unit) is not None
-        return unit_state_from(unit, read_state(self.unit_dir(unit)), loaded=loaded)
+        return unit_state_from(unit, read_state(self.unit_dir(unit, create=False)), loaded=loaded)
 
     async def start(self, unit: str) -> None:
         spec = sim_units.find_unit(self.cfg, unit)
@@ -106,7 +107,7 @@ class ProcessManager:
         await self.start(unit)
 
     async def reset_failed(self, unit: str) -> None:
-        unit_dir = self.unit_dir(unit)
+        unit_dir = self.unit_dir(unit, create=False)
         raw = read_state(unit_dir)
         if raw is not None and unit_state_from(unit, raw).active == "failed":
             raw.update(active="inactive", sub="dead", result="success", main_pid=None, since=time.time())
@@ -135,7 +136,7 @@ class ProcessManager:
             if after_cursor is not None:
                 parse_cursor(after_cursor)  # a bad cursor fails here, not at the first entry
             return follow_journal(
-                self.unit_dir(unit) / "journal.jsonl",
+                self.unit_dir(unit, create=False) / "journal.jsonl",
                 unit,
                 after_cursor=after_cursor,
                 follow=follow,
@@ -157,7 +158,7 @@ class ProcessManager:
 
     def running_pids(self, unit: str) -> list[int]:
         """Pids of the unit's supervisor and engine that are still alive (for tests: no orphans)."""
-        raw = read_state(self.unit_dir(unit)) or {}
+        raw = read_state(self.unit_dir(unit, create=False)) or {}
         pids = []
         if supervisor_alive(raw):
             pids.append(raw["supervisor_pid"])

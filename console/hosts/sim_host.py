@@ -42,8 +42,12 @@ class FileHostLock:
             os.close(fd)  # closing the descriptor releases the flock
 
 
-def build_sim_host(cfg: HostConfig, state_root: Path) -> Host:
-    """A Host whose units run as local processes under the state dir `state_root`."""
+def build_sim_host(cfg: HostConfig, state_root: Path, *, stop_units_on_close: bool = False) -> Host:
+    """A Host whose units run as local processes under the state dir `state_root`.
+
+    Units outlive the console, as systemd units do, unless `stop_units_on_close` (the demo's own cluster):
+    then `Host.close()` stops every unit the host runs, so a closed console leaves no engine behind.
+    """
     from console.hosts.health import HttpHealthProbe
     from console.sim.ledger import LedgerGpuSource, ensure_inventory
 
@@ -53,6 +57,9 @@ def build_sim_host(cfg: HostConfig, state_root: Path) -> Host:
     link = LinkStatus()
     link.mark_up()
     probes = {s.name: HttpHealthProbe(s.url, s.engine) for s in cfg.services}
+    closers = [p.close for p in probes.values()]
+    if stop_units_on_close:
+        closers.insert(0, manager.stop_all)  # closers run in reverse: this one last
     return Host(
         config=cfg,
         services=manager,
@@ -60,5 +67,5 @@ def build_sim_host(cfg: HostConfig, state_root: Path) -> Host:
         probes=dict(probes),
         lock=FileHostLock(manager.root / "locks"),
         link=link,
-        closers=[p.close for p in probes.values()],
+        closers=closers,
     )

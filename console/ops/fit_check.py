@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING
 
 from console.config import HostConfig, LayoutConfig, ServiceConfig
 from console.domain.models import GpuSnapshot
-from console.errors import ConsoleError
 
 if TYPE_CHECKING:
     from console.domain.fit import FitResult
@@ -72,7 +71,7 @@ async def host_capacity(host: Host) -> GpuCapacity | None:
     snapshot = None
     try:
         snapshot = await host.gpus.sample()
-    except (ConsoleError, OSError):
+    except Exception:  # an unreadable GPU source falls back to the config, never breaks the preflight
         snapshot = None
     return gpu_capacity(host.config, snapshot)
 

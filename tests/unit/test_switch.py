@@ -170,3 +170,15 @@ async def test_every_mapping_switches_and_reports_its_active_layout(sim_hosts, m
     assert status.active_layout == "EP8" and status.health.status == "ready"
     used = sum(g.used_mib or 0 for g in status.gpus.gpus)
     assert used > 8 * 60_000  # the engine's weights are in the simulated ledger
+
+
+async def test_a_demo_host_stops_its_units_when_closed(tmp_path):
+    from sim_fixtures import engine_pids
+
+    from console.hosts.sim_host import build_sim_host
+
+    host = build_sim_host(sim_host_config(), tmp_path, stop_units_on_close=True)
+    assert (await switch_layout(host, None, "EP8", timeout_s=60)).outcome == "ready"
+    assert engine_pids(tmp_path)
+    await host.close()
+    assert engine_pids(tmp_path) == []

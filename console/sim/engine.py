@@ -20,7 +20,7 @@ import signal
 import sys
 from collections.abc import Sequence
 
-from console.domain.layout import check_layout, gpus_used
+from console.domain.layout import check_layout
 from console.domain.model_spec import ModelSpec, load_model_spec
 from console.domain.models import Engine
 from console.errors import UsageError
@@ -36,11 +36,8 @@ WARMUP_PROMPT = "The capital city of France is"
 
 
 def _layout_problem(args: EngineArgs, spec: ModelSpec) -> str | None:
-    reason = check_layout(args.layout, Engine.SGLANG, num_experts=spec.num_experts or None,
-                          gpu_count=args.gpu_count)
-    if reason is None and gpus_used(args.layout, Engine.SGLANG) > args.gpu_count:
-        reason = f"the layout needs {gpus_used(args.layout, Engine.SGLANG)} GPUs, the host has {args.gpu_count}"
-    return reason
+    # Too few GPUs is not checked here: like SGLang, the engine finds out in set_device.
+    return check_layout(args.layout, Engine.SGLANG, num_experts=spec.num_experts or None)
 
 
 class SimEngine:

@@ -46,6 +46,10 @@ class EngineArgs:
     time_scale: float
     ledger_dir: Path
     fail: str | None
+    base_gpu_id: int = 0
+    gpu_id_step: int = 1
+    visible_devices: tuple[str, ...] | None = None
+    """`CUDA_VISIBLE_DEVICES`, split at commas (None when unset)."""
     passthrough: tuple[tuple[str, object], ...] = ()
     """Accepted SGLang flags without an effect here, for the `server_args` line."""
     ignored: tuple[str, ...] = ()
@@ -75,6 +79,8 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--context-length", type=int, default=None)
     p.add_argument("--dist-timeout", type=int, default=None)
     p.add_argument("--random-seed", type=int, default=None)
+    p.add_argument("--base-gpu-id", type=int, default=0)
+    p.add_argument("--gpu-id-step", type=int, default=1)
     # Accepted for fidelity; they change nothing in the simulation.
     for flag in ("--trust-remote-code", "--disable-cuda-graph", "--enable-torch-compile",
                  "--skip-server-warmup", "--enable-ep-moe"):
@@ -118,6 +124,36 @@ def default_served_name(model_path: str) -> str:
     if path.name == "config.json":
         return str(path.parent)
     return model_path
+
+
+def _visible_devices(raw: str | None) -> tuple[str, ...] | None:
+    if raw is None:
+        return None
+    return tuple(part.strip() for part in raw.split(","))
+
+
+def cuda_devices(visible: Sequence[str] | None, gpu_count: int, uuids: Sequence[str] = ()) -> list[int]:
+    """The nvidia-smi index behind each CUDA device index, as the CUDA runtime maps them.
+
+    Without `CUDA_VISIBLE_DEVICES` CUDA sees every card (identical cards: CUDA's fastest-first order is
+    the PCI order). With it, CUDA device i is the i-th entry, an index or a (prefix of a) UUID; the
+    list ends at the first entry that names no card, as in the CUDA runtime.
+    """
+    if visible is None:
+        return list(range(gpu_count))
+    devices: list[int] = []
+    for entry in visible:
+        if entry.isdigit() and int(entry) < gpu_count:
+            index = int(entry)
+        else:
+            matches = [i for i, u in enumerate(uuids) if entry and u.startswith(entry)]
+            if len(matches) != 1 or matches[0] >= gpu_count:
+                break
+            index = matches[0]
+        if index in devices:
+            break
+        devices.append(index)
+    return devices
 
 
 def time_scale_from(flag_value: float) -> float:
@@ -172,6 +208,9 @@ def parse_engine_args(argv: Sequence[str] | None = None) -> EngineArgs:
         time_scale=scale,
         ledger_dir=ledger_dir,
         fail=ns.fail,
+        base_gpu_id=ns.base_gpu_id,
+        gpu_id_step=max(ns.gpu_id_step, 1),
+        visible_devices=_visible_devices(os.environ.get("CUDA_VISIBLE_DEVICES")),
         passthrough=passthrough,
         ignored=tuple(arg.split("=", 1)[0] for arg in unknown if arg.startswith("--")),
     )

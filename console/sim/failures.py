@@ -163,6 +163,27 @@ def cuda_graph_lines(rank_prefix: str) -> list[str]:
     ]
 
 
+def invalid_device_lines(rank_prefix: str) -> list[str]:
+    """A scheduler asked for a CUDA device that is not there (too few GPUs, or CUDA_VISIBLE_DEVICES)."""
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+    return [
+        f"[{stamp}{rank_prefix}] Scheduler hit an exception: Traceback (most recent call last):",
+        *_frames(_SCHEDULER_FRAMES + [
+            (f"{SITE}/sglang/srt/model_executor/model_runner.py", 316, "initialize",
+             "min_per_gpu_memory = self.init_torch_distributed()", None),
+            (f"{SITE}/sglang/srt/model_executor/model_runner.py", 658, "init_torch_distributed",
+             "torch.get_device_module(self.device).set_device(self.gpu_id)", None),
+            (f"{SITE}/torch/cuda/__init__.py", 567, "set_device", "torch._C._cuda_setDevice(device)", None),
+        ]),
+        "RuntimeError: CUDA error: invalid device ordinal",
+        "CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace "
+        "below might be incorrect.",
+        "For debugging consider passing CUDA_LAUNCH_BLOCKING=1",
+        "Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.",
+        "",
+    ]
+
+
 def nccl_watchdog_lines(rank: int, *, timeout_ms: int, ran_ms: int, seq: int = 1) -> list[str]:
     """What c10d's watchdog writes when a collective never completes on `rank`."""
     now = time.time()

@@ -38,6 +38,7 @@ class RankMemory:
     """One GPU as the rank's PyTorch sees it, in bytes."""
 
     gpu: int
+    """The card's nvidia-smi index (where the ledger books it; CUDA may number it differently)."""
     capacity_bytes: int
     """torch's total capacity of the card (94.97 GiB for a 97887 MiB card)."""
     other_bytes: int = 0
@@ -130,14 +131,14 @@ class RankLoader:
 
 
 def make_memories(
-    ranks: Sequence[Rank], layout: Layout, capacity_bytes: int, other_bytes: dict[int, int]
+    physical: Sequence[int], layout: Layout, capacity_bytes: int, other_bytes: dict[int, int]
 ) -> list[RankMemory]:
-    """Each rank's GPU right after its CUDA context is created (about 500-600 MiB, like real cards)."""
+    """Each rank's GPU (by nvidia-smi index) right after its CUDA context is created (500-600 MiB)."""
     rng = layout_rng(layout, "memory")
     return [
-        RankMemory(gpu=r.gpu, capacity_bytes=capacity_bytes, other_bytes=other_bytes.get(r.gpu, 0),
+        RankMemory(gpu=gpu, capacity_bytes=capacity_bytes, other_bytes=other_bytes.get(gpu, 0),
                    context_bytes=rng.randint(520, 590) * MIB + rng.randint(0, MIB - 1))
-        for r in ranks
+        for gpu in physical
     ]
 
 

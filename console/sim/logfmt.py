@@ -17,8 +17,10 @@ from console.domain.layout import Layout
 class Rank:
     """One scheduler process of the layout: its GPU and its place in each parallel group."""
 
+    index: int
+    """Global rank, 0..gpus_used-1 (replica d's ranks follow replica d-1's); the fit plan's rank."""
     gpu: int
-    """CUDA device index (rank r of a replica uses GPU r; replica d starts at d x world)."""
+    """CUDA device index: `--base-gpu-id` + index x `--gpu-id-step` (rank r uses GPU r by default)."""
     rank_in_world: int
     """Rank within its replica, 0..tp*pp-1; the fit plan is per replica rank."""
     tp_rank: int
@@ -29,7 +31,7 @@ class Rank:
     """The rank part of SGLang's log prefix, e.g. " TP2 EP1" (empty for a single-GPU engine)."""
 
 
-def build_ranks(layout: Layout) -> list[Rank]:
+def build_ranks(layout: Layout, base_gpu_id: int = 0, gpu_id_step: int = 1) -> list[Rank]:
     """All scheduler ranks of a layout, in GPU order, with SGLang's prefixes.
 
     SGLang's scheduler prefix is " DP{d}" (with a DP rank), " PP{p}" (pp > 1), " TP{t}" (tp > 1) and
@@ -58,7 +60,9 @@ def build_ranks(layout: Layout) -> list[Rank]:
                 prefix += f" TP{tp_rank}"
             if ep > 1:
                 prefix += f" EP{ep_rank}"
-            ranks.append(Rank(replica * world + r, r, tp_rank, pp_rank, ep_rank, dp_rank, prefix))
+            index = replica * world + r
+            ranks.append(Rank(index, base_gpu_id + index * gpu_id_step, r, tp_rank, pp_rank, ep_rank,
+                              dp_rank, prefix))
     return ranks
 
 

@@ -20,8 +20,8 @@ from console.domain.sharding import placement
 from console.domain.weights import rank_load_plan
 from console.sim import failures
 from console.sim.clock import SimClock
-from console.sim.engine_args import EngineArgs
-from console.sim.ledger import ProcLedger, read_processes
+from console.sim.engine_args import EngineArgs, cuda_devices
+from console.sim.ledger import ProcLedger, read_inventory, read_processes
 from console.sim.loading import (
     GIB,
     OomEvent,
@@ -68,7 +68,12 @@ class Startup:
         self.args, self.spec, self.config = args, spec, config
         self.log, self.ledger, self.clock = log, ledger, clock
         self.layout = args.layout
-        self.ranks = build_ranks(self.layout)
+        self.ranks = build_ranks(self.layout, args.base_gpu_id, args.gpu_id_step)
+        uuids = [g.uuid for g in read_inventory(args.ledger_dir)]
+        devices = cuda_devices(args.visible_devices, args.gpu_count, uuids)
+        # A rank whose CUDA device does not exist fails in set_device; it never books memory (-1).
+        physical = [devices[r.gpu] if 0 <= r.gpu < len(devices) else -1 for r in self.ranks]
+        self.missing_device = [r for r, gpu in zip(self.ranks, physical, strict=True) if gpu < 0]
         self.rng = layout_rng(self.layout, "timeline")
         self.capacity_bytes = torch_capacity_bytes(args.gpu_total_mib)
         other: dict[int, int] = {}
@@ -76,7 +81,7 @@ class Startup:
             if rec.pid != ledger.pid:
                 for gpu, mib in rec.used_mib.items():
                     other[gpu] = other.get(gpu, 0) + mib * (1 << 20)
-        self.memories = make_memories(self.ranks, self.layout, self.capacity_bytes, other)
+        self.memories = make_memories(physical, self.layout, self.capacity_bytes, other)
         self.util = {m.gpu: 0 for m in self.memories}
         self.t = 0.0
 
@@ -84,7 +89,8 @@ class Startup:
     def sync_ledger(self) -> None:
         """Write every GPU's footprint and utilisation to the ledger (one file write)."""
         for mem in self.memories:
-            self.ledger.set(mem.gpu, used_mib=mem.used_mib, util_pct=self.util.get(mem.gpu, 0))
+            if mem.gpu >= 0:
+                self.ledger.set(mem.gpu, used_mib=mem.used_mib, util_pct=self.util.get(mem.gpu, 0))
         self.ledger.flush()
 
     def set_util(self, low: int, high: int) -> None:
@@ -136,15 +142,17 @@ class Startup:
         order = sorted(self.ranks, key=lambda r: self.rng.random())
         for rank in order:
             self.log.log("Init torch distributed begin.", rank)
+        if self.missing_device:
+            raise self.fail(failures.invalid_device_lines(self.missing_device[0].prefix))
         if self.args.fail == "nccl":
             await self.at(self.t + NCCL_HANG_S)
             timeout_ms = (self.args.dist_timeout_s or 600) * 1000
-            stuck = self.ranks[-1].gpu
+            stuck = self.ranks[-1].index
             lines: list[str] = []
             for rank in self.ranks:
-                if rank.gpu != stuck or len(self.ranks) == 1:
+                if rank.index != stuck or len(self.ranks) == 1:
                     lines += failures.nccl_watchdog_lines(
-                        rank.gpu, timeout_ms=timeout_ms, ran_ms=timeout_ms + self.rng.randint(5, 95))
+                        rank.index, timeout_ms=timeout_ms, ran_ms=timeout_ms + self.rng.randint(5, 95))
             raise self.fail(lines)
         await self.at(self.t + 2.2 + self.rng.uniform(0, 0.4))
         nccl_rng = layout_rng(self.layout, "nccl")
@@ -161,7 +169,7 @@ class Startup:
         for rank, mem, rate in zip(self.ranks, self.memories, rates, strict=True):
             self.log.log(f"Load weight begin. avail mem={mem.avail_gb():.2f} GB", rank)
             mem.reserved_unallocated_bytes = fragmentation_bytes(frag_rng)
-            plan = rank_load_plan(self.spec, self.layout, SGLANG, rank.gpu)
+            plan = rank_load_plan(self.spec, self.layout, SGLANG, rank.index)
             loaders.append(RankLoader(rank, mem, plan, rate))
         shards = self.shard_count()
         self.log.raw(shard_progress(0, shards, 0.0))
@@ -175,7 +183,7 @@ class Startup:
             events = [ev for ld in loaders if (ev := ld.advance(load_s)) is not None]
             if events:
                 self.sync_ledger()
-                raise self.fail(self.oom_lines(min(events, key=lambda e: (e.at_s, e.rank.gpu))))
+                raise self.fail(self.oom_lines(min(events, key=lambda e: (e.at_s, e.rank.index))))
             self.sync_ledger()
             done = int(loaders[0].progress_fraction(load_s) * shards)
             if done > shown:
@@ -193,9 +201,10 @@ class Startup:
         self.sync_ledger()
 
     def oom_lines(self, event: OomEvent) -> list[str]:
-        mem = next(m for m in self.memories if m.gpu == event.rank.gpu)
+        mem = self.memories[self.ranks.index(event.rank)]
+        # PyTorch names the CUDA device, which is not nvidia-smi's index under CUDA_VISIBLE_DEVICES.
         return failures.cuda_oom_lines(
-            rank_prefix=event.rank.prefix, gpu=mem.gpu, tried_bytes=event.tried_bytes,
+            rank_prefix=event.rank.prefix, gpu=event.rank.gpu, tried_bytes=event.tried_bytes,
             capacity_bytes=mem.capacity_bytes, free_bytes=mem.free_bytes, in_use_bytes=mem.in_use_bytes,
             allocated_bytes=mem.allocated_bytes,
             reserved_unallocated_bytes=mem.reserved_unallocated_bytes,
@@ -220,7 +229,7 @@ class Startup:
         fraction = self.mem_fraction()
         cells = []
         for rank in self.ranks:
-            where = placement(self.spec, self.layout, SGLANG, rank.gpu)
+            where = placement(self.spec, self.layout, SGLANG, rank.index)
             cells.append(kv_bytes_per_token(self.spec, where.end_layer - where.first_layer, where.attn_tp))
         # Every rank sizes its pool from the smallest free memory of the group (SGLang takes the min).
         rest = min(m.free_bytes for m in self.memories) - self.capacity_bytes * (1 - fraction)

@@ -43,10 +43,10 @@ class EngineProcess:
     """`python -m console.sim.engine ...` with its stdout collected line by line in a thread."""
 
     def __init__(self, ledger: Path, *flags: str, port: int | None = None, scale: float = 0.05,
-                 model: Path = KIMI) -> None:
+                 model: Path = KIMI, env: dict[str, str] | None = None) -> None:
         self.port = port or free_port()
         self.ledger = ledger
-        env = dict(os.environ, SERVE_CONSOLE_SIM_TIME_SCALE=str(scale), PYTHONUNBUFFERED="1")
+        env = dict(os.environ, SERVE_CONSOLE_SIM_TIME_SCALE=str(scale), PYTHONUNBUFFERED="1", **(env or {}))
         argv = [sys.executable, "-m", "console.sim.engine", "--model-path", str(model),
                 "--host", "127.0.0.1", "--port", str(self.port), "--ledger-dir", str(ledger), *flags]
         self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -268,6 +268,21 @@ def test_tp4_ep2_runs_out_of_memory_on_gpu_2(tmp_path: Path) -> None:
     assert not list(ledger.glob("proc-*.json"))
 
 
+def test_oom_names_the_cuda_device_while_the_ledger_books_the_physical_card(tmp_path: Path) -> None:
+    ledger = tmp_path / "ledger"
+    eng = EngineProcess(ledger, "--tp-size", "4", "--ep-size", "2", scale=0.02,
+                        env={"CUDA_VISIBLE_DEVICES": "4,5,6,7"})
+    try:
+        eng.wait_for("Loading safetensors checkpoint shards:")
+        used = [g.used_mib for g in read_snapshot(ledger).gpus]
+        assert used[:4] == [0, 0, 0, 0] and min(used[4:]) > 0
+        assert eng.wait_exit() == 1
+    finally:
+        eng.kill()
+    oom = next(f.oom for f in triage_lines(eng.lines) if f.cls is FindingClass.CUDA_OOM)
+    assert oom is not None and oom.gpu == 2  # CUDA's device 2 is nvidia-smi's GPU 6 here
+
+
 @pytest.mark.parametrize(
     ("flags", "cls", "text"),
     [
@@ -338,7 +353,8 @@ def test_bad_layouts_fail_with_one_reason(tmp_path: Path) -> None:
     assert "AssertionError: --ep-size 3 must divide --tp-size 4" in eng.text()
     eng = EngineProcess(tmp_path / "ledger", "--tp-size", "16")
     assert eng.wait_exit() == 1
-    assert "AssertionError:" in eng.text() and "16" in eng.lines[-1]
+    assert " TP8] Scheduler hit an exception" in eng.text()  # the first rank without a GPU
+    assert "RuntimeError: CUDA error: invalid device ordinal" in eng.text()
     eng = EngineProcess(tmp_path / "ledger", model=tmp_path / "missing.json")
     assert eng.wait_exit() == 1
     assert eng.lines == [f"Error: {tmp_path / 'missing.json'}: no such model config"]
@@ -394,3 +410,18 @@ def test_rank_prefixes_follow_sglang() -> None:
     replicas = build_ranks(Layout(tp=2, dp=2))
     assert [(r.gpu, r.prefix) for r in replicas] == [(0, " DP0 TP0"), (1, " DP0 TP1"), (2, " DP1 TP0"),
                                                      (3, " DP1 TP1")]
+
+
+def test_cuda_device_mapping_follows_cuda_visible_devices() -> None:
+    from console.domain.layout import Layout
+    from console.sim.engine_args import cuda_devices
+    from console.sim.logfmt import build_ranks
+
+    uuids = [f"GPU-{i}aaa-0000" for i in range(8)]
+    assert cuda_devices(None, 8) == list(range(8))
+    assert cuda_devices(("4", "5", "6", "7"), 8, uuids) == [4, 5, 6, 7]
+    assert cuda_devices(("GPU-3aaa", "1"), 8, uuids) == [3, 1]
+    assert cuda_devices(("2", "9", "3"), 8, uuids) == [2]  # the runtime stops at the first bad entry
+    assert cuda_devices(("GPU-",), 8, uuids) == []  # an ambiguous prefix names no card
+    assert [r.gpu for r in build_ranks(Layout(tp=4), base_gpu_id=4)] == [4, 5, 6, 7]
+    assert [r.index for r in build_ranks(Layout(tp=4), base_gpu_id=4)] == [0, 1, 2, 3]

@@ -159,3 +159,35 @@ def test_drop_ssh_sessions_ends_open_connections(clean_testbed) -> None:
         bed.drop_ssh_sessions(name)
         assert held.wait(timeout=10) == 255
     assert bed.ssh(name, "true").returncode == 0
+
+
+@pytest.mark.parametrize(
+    ("mapping", "unit", "expected"),
+    [
+        ("unit-per-layout", "sglang-k26-tp4ep2.service", "--tp-size 4 --ep-size 2"),
+        ("template", "sglang-k26@pp8.service", "--pp-size 8"),
+        ("env-file", "sglang-k26.service", "--tp-size 8 --ep-size 8"),
+        ("drop-in", "sglang-k26-dropin.service", "--tp-size 4 --ep-size 2"),
+    ],
+)
+def test_each_mapping_hands_its_layout_flags_to_the_engine(clean_testbed, mapping, unit, expected) -> None:
+    bed = clean_testbed
+    name = bed.names[0]
+    # The seed's pace: TP4 EP2 would otherwise hit its OOM and exit before we look at it.
+    bed.write_file(name, "/etc/serve-console/sim.env", "SERVE_CONSOLE_SIM_TIME_SCALE=1\n")
+    if mapping == "env-file":
+        bed.write_file(name, "/etc/serve-console/sglang-k26.env", f"SERVE_CONSOLE_LAYOUT_ARGS={expected}\n")
+    if mapping == "drop-in":
+        bed.write_file(
+            name,
+            f"/etc/systemd/system/{unit}.d/layout.conf",
+            f'[Service]\nEnvironment="SERVE_CONSOLE_LAYOUT_ARGS={expected}"\n',
+        )
+        bed.ssh(name, "systemctl daemon-reload")
+    bed.ssh(name, ["systemctl", "start", unit])
+    pid = unit_property(bed, name, unit, "MainPID")
+    args = bed.ssh(name, ["ps", "-o", "args=", "-p", pid]).stdout
+    bed.ssh(name, ["systemctl", "stop", unit])
+    assert f"console.sim.engine --model-path /opt/models/kimi-k2.6 {expected} --host" in " ".join(
+        args.split()
+    )

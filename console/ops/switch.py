@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from console.config import DROP_IN, LayoutConfig, ServiceConfig
-from console.domain.models import Finding, FindingClass
+from console.domain.models import Finding, FindingClass, Phase
 from console.errors import ConsoleError, UsageError
 from console.hosts.base import Host, LockBusy
 from console.ops.events import (
@@ -34,7 +34,7 @@ from console.ops.events import (
 from console.ops.fit_check import fit_layout, host_capacity
 from console.ops.layout_files import layout_file
 from console.ops.status import running_layout, unit_states
-from console.ops.switch_watch import StartWatch
+from console.ops.switch_watch import StartWatch, Verdict
 
 if TYPE_CHECKING:
     from console.ops.audit import AuditLog
@@ -231,51 +231,56 @@ class _Switch:
             )  # fmt: skip
         started_at = time.time()
         try:
-            verdict_fields = await self._start_and_watch(layout, unit, t0, is_rollback)
+            verdict = await self._start_and_watch(layout, unit, t0, is_rollback)
         except (asyncio.CancelledError, KeyboardInterrupt):
             if self.audit is not None and audit_id is not None:
                 self.audit.finish(audit_id, outcome="interrupted", reason="the switch was cancelled")
             raise
-        outcome, reason, failure, detected, verdict_at, phase = verdict_fields
         elapsed = time.monotonic() - t0
+        failure = verdict.failure
         if self.audit is not None and audit_id is not None:
             self.audit.finish(
-                audit_id, outcome=outcome, reason=reason, failure=failure.to_json() if failure else None,
-                detected_after_s=detected, elapsed_s=elapsed,
+                audit_id, outcome=verdict.outcome, reason=verdict.reason,
+                failure=failure.to_json() if failure else None, detected_after_s=verdict.detected_after_s,
+                elapsed_s=elapsed,
             )  # fmt: skip
         return SwitchResult(
-            host=self.host.name, service=svc.name, layout=layout.name, outcome=outcome, reason=reason,
-            from_layout=from_layout, unit=unit, failure=failure, detected_after_s=detected, elapsed_s=elapsed,
-            phase=phase, forced=forced, fit=fit_json, audit_id=audit_id, started_at=started_at, verdict_at=verdict_at,
+            host=self.host.name, service=svc.name, layout=layout.name, outcome=verdict.outcome,
+            reason=verdict.reason, from_layout=from_layout, unit=unit, failure=failure,
+            detected_after_s=verdict.detected_after_s, elapsed_s=elapsed, phase=verdict.phase.value,
+            forced=forced, fit=fit_json, audit_id=audit_id, started_at=started_at, verdict_at=verdict.verdict_at,
         )  # fmt: skip
 
-    async def _start_and_watch(self, layout: LayoutConfig, unit: str, t0: float, rollback: bool) -> tuple:
+    async def _start_and_watch(self, layout: LayoutConfig, unit: str, t0: float, rollback: bool) -> Verdict:
         services = self.host.services
-        for state in await unit_states(self.host, self.service):
-            if state.is_running:
-                self.step(
-                    layout.name, t0, "stop", f"stopping {state.unit}", unit=state.unit, rollback=rollback
-                )
-                await services.stop(state.unit)
-        written = layout_file(self.service, layout)
-        if written is not None:
-            path, content = written
-            self.step(layout.name, t0, "write", f"writing {path}", unit=unit, rollback=rollback)
-            await services.write_file(path, content)
-            if self.service.mapping == DROP_IN:
-                await services.daemon_reload()
-        await services.reset_failed(unit)
-        cursor = None
-        async for entry in services.journal(unit, follow=False, lines=1):
-            cursor = entry.cursor
-        self.step(layout.name, t0, "start", f"starting {unit}", unit=unit, rollback=rollback)
+        action = "stop the running layout"
         try:
+            for state in await unit_states(self.host, self.service):
+                if state.is_running:
+                    self.step(
+                        layout.name, t0, "stop", f"stopping {state.unit}", unit=state.unit, rollback=rollback
+                    )
+                    await services.stop(state.unit)
+            written = layout_file(self.service, layout)
+            if written is not None:
+                path, content = written
+                action = f"write {path}"
+                self.step(layout.name, t0, "write", f"writing {path}", unit=unit, rollback=rollback)
+                await services.write_file(path, content)
+                if self.service.mapping == DROP_IN:
+                    await services.daemon_reload()
+            action = f"start {unit}"
+            await services.reset_failed(unit)
+            cursor = None
+            async for entry in services.journal(unit, follow=False, lines=1):
+                cursor = entry.cursor
+            self.step(layout.name, t0, "start", f"starting {unit}", unit=unit, rollback=rollback)
             await services.start(unit)
-        except ConsoleError as exc:
+        except ConsoleError as exc:  # the host refused an action: a failed switch, said in one line
             now = time.time()
-            reason = f"start of {unit} refused: {exc}"
+            reason = f"could not {action}: {exc}"
             failure = Finding(cls=FindingClass.UNIT_FAILED, line=str(exc), summary=reason, ts=now)
-            return FAILED, reason, failure, 0.0, now, "failed"
+            return Verdict(FAILED, reason, failure, now, now, Phase.FAILED)
         watch = StartWatch(
             self.host, self.service, unit, layout=layout.name, emit=self.emit, started_mono=t0,
             rollback=rollback, state_poll_s=self.state_poll_s, health_poll_s=self.health_poll_s,
@@ -283,15 +288,7 @@ class _Switch:
         self.step(
             layout.name, t0, "watch", "watching journal, unit state and health", unit=unit, rollback=rollback
         )
-        verdict = await watch.run(after_cursor=cursor, timeout_s=self.timeout_s)
-        return (
-            verdict.outcome,
-            verdict.reason,
-            verdict.failure,
-            verdict.detected_after_s,
-            verdict.verdict_at,
-            verdict.phase.value,
-        )
+        return await watch.run(after_cursor=cursor, timeout_s=self.timeout_s)
 
 
 def _with_rollback(failed: SwitchResult, back: SwitchResult) -> SwitchResult:

@@ -182,3 +182,12 @@ async def test_a_demo_host_stops_its_units_when_closed(tmp_path):
     assert engine_pids(tmp_path)
     await host.close()
     assert engine_pids(tmp_path) == []
+
+
+async def test_a_start_the_host_refuses_is_a_failed_switch_in_one_line(sim_hosts):
+    host = sim_hosts(model_config=None)
+    audit = sim_hosts.audit()
+    result = await switch_layout(host, None, "EP8", audit=audit, rollback=False)
+    assert result.outcome == "failed" and result.failure.cls is FindingClass.UNIT_FAILED
+    assert result.reason.startswith("could not start sim-k26@ep8.service") and "model_config" in result.reason
+    assert [(e.to_layout, e.outcome) for e in audit.entries()] == [("EP8", "failed")]

@@ -1,0 +1,98 @@
+"""The seed's story over SSH against real systemd, for every layout mapping: EP8 comes up with its
+phases streamed from the real journal; TP4 EP2 (forced) dies with the CUDA OOM, detected within a
+second, and is rolled back to EP8. Two consoles switching one service at once: exactly one runs."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from remote_helpers import bed_host_config
+
+from console.config import ENV_FILE, TEMPLATE, UNIT_PER_LAYOUT, LayoutConfig, ServiceConfig
+from console.domain.layout import parse_layout
+from console.domain.models import Engine, FindingClass, Phase
+from console.hosts.remote import build_remote_host
+from console.ops.audit import AuditLog
+from console.ops.events import FAILED, READY, REFUSED, PhaseEvent
+from console.ops.switch import switch_layout
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
+MODEL = REPO / "console" / "sim" / "models" / "moonshotai--Kimi-K2.6.json"
+TIME_SCALE = "0.02"  # the seed's minutes become seconds
+LAYOUTS = {"EP8": "sglang-k26-ep8.service", "TP4 EP2": "sglang-k26-tp4ep2.service", "TP8": "sglang-k26-tp8.service"}
+
+
+def k26_service(mapping: str) -> ServiceConfig:
+    per_unit = mapping == UNIT_PER_LAYOUT
+    layouts = tuple(
+        LayoutConfig(name=name, layout=parse_layout(name), unit=unit if per_unit else None)
+        for name, unit in LAYOUTS.items()
+    )
+    extra: dict[str, object] = {}
+    if mapping == TEMPLATE:
+        extra["template"] = "sglang-k26@.service"
+    elif mapping == ENV_FILE:
+        extra.update(unit="sglang-k26.service", env_file="/etc/serve-console/sglang-k26.env")
+    return ServiceConfig(
+        name="k26", engine=Engine.SGLANG, url="http://127.0.0.1:30000", mapping=mapping, layouts=layouts,
+        model_config=MODEL, health_via="ssh", **extra,
+    )  # fmt: skip
+
+
+def k26_host(bed, mapping: str):
+    cfg = bed_host_config(bed, "tb1", gpus="nvidia-smi", services=(k26_service(mapping),))
+    return build_remote_host(cfg)
+
+
+@pytest.mark.parametrize("mapping", [UNIT_PER_LAYOUT, TEMPLATE, ENV_FILE])
+async def test_seed_story_over_ssh(clean_testbed, tmp_path, mapping):
+    bed = clean_testbed
+    bed.write_file("tb1", "/etc/serve-console/sim.env", f"SERVE_CONSOLE_SIM_TIME_SCALE={TIME_SCALE}\n")
+    host = k26_host(bed, mapping)
+    audit = AuditLog(tmp_path / "audit.sqlite")
+    events = []
+    try:
+        ep8 = await switch_layout(host, "k26", "EP8", audit=audit, on_event=events.append, timeout_s=240)
+        assert ep8.outcome == READY, ep8.reason
+        phases = [e.phase for e in events if isinstance(e, PhaseEvent) and not e.rollback]
+        assert Phase.LOADING_WEIGHTS in phases and Phase.CUDA_GRAPHS in phases and phases[-1] == Phase.READY
+        assert (await host.probes["k26"].probe()).status == "ready"
+
+        events.clear()
+        oom = await switch_layout(host, "k26", "TP4 EP2", force=True, audit=audit, on_event=events.append, timeout_s=240)
+        assert oom.outcome == FAILED, oom.reason
+        assert oom.failure is not None and oom.failure.cls == FindingClass.CUDA_OOM
+        assert oom.failure.oom is not None and oom.failure.oom.tried_bytes == 672 * 2**20
+        assert oom.detected_after_s is not None and oom.detected_after_s < 1.0
+        assert oom.rollback is not None and oom.rollback.layout == "EP8" and oom.rollback.outcome == READY
+        state = await host.services.state(k26_service(mapping).unit_for(k26_service(mapping).layout("EP8")))
+        assert state.active == "active"
+        print(f"\n{mapping}: EP8 ready in {ep8.elapsed_s:.1f} s; TP4 EP2 OOM detected after "
+              f"{oom.detected_after_s:.3f} s; rolled back to EP8 in {oom.rollback.elapsed_s:.1f} s")
+    finally:
+        audit.close()
+        await host.close()
+
+
+async def test_two_consoles_switching_one_service_at_once_exactly_one_runs(clean_testbed, tmp_path):
+    bed = clean_testbed
+    bed.write_file("tb1", "/etc/serve-console/sim.env", f"SERVE_CONSOLE_SIM_TIME_SCALE={TIME_SCALE}\n")
+    consoles = [k26_host(bed, TEMPLATE) for _ in range(2)]
+    audits = [AuditLog(tmp_path / f"audit-{i}.sqlite") for i in range(2)]
+    try:
+        results = await asyncio.gather(
+            *(switch_layout(consoles[i], "k26", "EP8", audit=audits[i], timeout_s=240) for i in range(2))
+        )
+        outcomes = sorted(r.outcome for r in results)
+        assert outcomes == sorted([READY, REFUSED]), [r.reason for r in results]
+        refused = next(r for r in results if r.outcome == REFUSED)
+        assert "another switch" in refused.reason
+    finally:
+        for audit in audits:
+            audit.close()
+        for host in consoles:
+            await host.close()

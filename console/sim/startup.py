@@ -36,7 +36,7 @@ from console.sim.logfmt import EngineLog, build_ranks, capture_progress, shard_p
 from console.sim.server_args import server_args_line
 
 SHARD_BYTES = 9.3e9  # Kimi K2.x ships 64 shards of ~9.3 GB
-LAUNCH_S = 3.5  # tokenizer, processor and scheduler processes start before init distributed
+LAUNCH_S = 5.0  # tokenizer, processor and scheduler processes start before init distributed
 NCCL_HANG_S = 20.0  # the watchdog fires after this much story time (its message keeps the real timeout)
 CAPTURE_BATCH_SIZES = (1, 2, 4, 8, 12, 16, 24, 32, 40, 48, 56, 64, 72, 80, 88, 96, 104, 112, 120, 128,
                        136, 144, 152, 160, 192, 224, 256)

@@ -13,6 +13,11 @@
 # State lives in $SERVE_CONSOLE_TESTBED_DIR (default: REPO/.testbed): rootfs/ (the cache),
 # hosts/tbI/ (overlay upper/work/root, pid file, console log), id_ed25519, ssh_config, known_hosts,
 # hosts.json. Host i: netns tbI, veth tbI-h (10.231.I.1/30) <-> eth0 in the container (10.231.I.2/30).
+#
+# Environment: SERVE_CONSOLE_TESTBED_DIR (state dir), SERVE_CONSOLE_TESTBED_SUITE (Debian release,
+# default the machine's), SERVE_CONSOLE_TESTBED_SSH_WAIT_S (boot deadline, default 60),
+# SERVE_CONSOLE_TESTBED_TMPFS=1 (hosts' writable layer on a tmpfs; automatic where the state dir's
+# file system cannot hold one), SERVE_CONSOLE_TESTBED_LOCKED=1 (the caller holds session.lock).
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -176,7 +181,14 @@ prepare_host() {
     d=$(host_dir "$i")
     root=$d/root
     mkdir -p "$d/upper" "$d/work" "$root"
-    mount -t overlay overlay -o "lowerdir=$ROOTFS,upperdir=$d/upper,workdir=$d/work" "$root"
+    if [ "${SERVE_CONSOLE_TESTBED_TMPFS:-}" = 1 ] ||
+        ! mount -t overlay overlay -o "lowerdir=$ROOTFS,upperdir=$d/upper,workdir=$d/work" "$root" 2>/dev/null; then
+        # $TB's file system cannot hold an overlay upper dir (it is an overlay itself, say): use a tmpfs.
+        mkdir -p "$d/rw"
+        mount -t tmpfs -o size=2g,mode=755 testbed-rw "$d/rw"
+        mkdir -p "$d/rw/upper" "$d/rw/work"
+        mount -t overlay overlay -o "lowerdir=$ROOTFS,upperdir=$d/rw/upper,workdir=$d/rw/work" "$root"
+    fi
     systemd-id128 new >"$root/etc/machine-id"
     echo "tb$i" >"$root/etc/hostname"
     printf '127.0.0.1 localhost\n127.0.1.1 tb%s\n' "$i" >"$root/etc/hosts"
@@ -325,8 +337,8 @@ cgroup_pids() {
 
 # Kill whatever is left in host NAME's cgroups and remove them.
 clean_cgroups() {
-    local name=$1 tries pids h
-    for tries in $(seq 1 50); do
+    local name=$1 pids h
+    for _ in $(seq 1 50); do
         pids=$(cgroup_pids "$name" | sort -u)
         [ -z "$pids" ] && break
         # shellcheck disable=SC2086
@@ -373,15 +385,17 @@ known_hosts_names() {
 
 cmd_down() {
     need_root
-    local start=$SECONDS name names root h
+    local start=$SECONDS name names root h mnt
     mapfile -t names < <(known_hosts_names)
     if [ ${#names[@]} -gt 0 ]; then
         stop_hosts TERM 5 "${names[@]}"
         for name in "${names[@]}"; do
             root=$TB/hosts/$name/root
-            if mountpoint -q "$root" 2>/dev/null; then
-                umount "$root" 2>/dev/null || umount -l "$root"
-            fi
+            for mnt in "$root" "$TB/hosts/$name/rw"; do
+                if mountpoint -q "$mnt" 2>/dev/null; then
+                    umount "$mnt" 2>/dev/null || umount -l "$mnt"
+                fi
+            done
             ip netns del "$name" 2>/dev/null || true
             ip link del "$name-h" 2>/dev/null || true
             rm -rf "/run/systemd/nspawn/propagate/$name" "${TB:?}/hosts/$name"

@@ -76,16 +76,20 @@ class Startup:
         self.missing_device = [r for r, gpu in zip(self.ranks, physical, strict=True) if gpu < 0]
         self.rng = layout_rng(self.layout, "timeline")
         self.capacity_bytes = torch_capacity_bytes(args.gpu_total_mib)
-        other: dict[int, int] = {}
-        for rec in read_processes(args.ledger_dir):
-            if rec.pid != ledger.pid:
-                for gpu, mib in rec.used_mib.items():
-                    other[gpu] = other.get(gpu, 0) + mib * (1 << 20)
-        self.memories = make_memories(physical, self.layout, self.capacity_bytes, other)
+        self.memories = make_memories(physical, self.layout, self.capacity_bytes, self.others_bytes())
         self.util = {m.gpu: 0 for m in self.memories}
         self.t = 0.0
 
     # -- helpers ---------------------------------------------------------------------------------
+    def others_bytes(self) -> dict[int, int]:
+        """Bytes other live processes hold per GPU (an old engine still exiting, an orphan)."""
+        other: dict[int, int] = {}
+        for rec in read_processes(self.args.ledger_dir):
+            if rec.pid != self.ledger.pid:
+                for gpu, mib in rec.used_mib.items():
+                    other[gpu] = other.get(gpu, 0) + mib * (1 << 20)
+        return other
+
     def sync_ledger(self) -> None:
         """Write every GPU's footprint and utilisation to the ledger (one file write)."""
         for mem in self.memories:
@@ -164,6 +168,9 @@ class Startup:
     async def load_weights(self) -> None:
         await self.at(self.t + 0.05)
         frag_rng = layout_rng(self.layout, "fragmentation")
+        other = self.others_bytes()  # CUDA's free memory is live: whatever others hold now counts
+        for mem in self.memories:
+            mem.other_bytes = other.get(mem.gpu, 0)
         rates = rank_rates(self.ranks, self.layout)
         loaders = []
         for rank, mem, rate in zip(self.ranks, self.memories, rates, strict=True):

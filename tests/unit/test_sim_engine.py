@@ -283,6 +283,28 @@ def test_oom_names_the_cuda_device_while_the_ledger_books_the_physical_card(tmp_
     assert oom is not None and oom.gpu == 2  # CUDA's device 2 is nvidia-smi's GPU 6 here
 
 
+def test_memory_another_process_holds_is_not_free(tmp_path: Path) -> None:
+    from console.sim.ledger import ProcLedger, ensure_inventory
+
+    ledger = tmp_path / "ledger"
+    ensure_inventory(ledger, 8, 97887, host="gpu-node-1")
+    orphan = ProcLedger(ledger, name="python3")  # this test process plays an orphaned engine on GPU 3
+    orphan.set(3, used_mib=60_000)
+    orphan.flush()
+    try:
+        eng = EngineProcess(ledger, "--tp-size", "8", "--ep-size", "8", scale=0.02)
+        try:
+            assert eng.wait_exit() == 1
+        finally:
+            eng.kill()
+    finally:
+        orphan.remove()
+    oom = next(f.oom for f in triage_lines(eng.lines) if f.cls is FindingClass.CUDA_OOM)
+    assert oom is not None and oom.gpu == 3
+    gap = oom.total_bytes - oom.free_bytes - oom.in_use_bytes
+    assert abs(gap - 60_000 * 2**20) < 0.02 * 2**30  # the orphan's share, to the printed precision
+
+
 @pytest.mark.parametrize(
     ("flags", "cls", "text"),
     [

@@ -51,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _story(host_cfg, state_root: Path, as_json: bool) -> int:
-    from console.commands.switch_output import HumanPrinter, JsonPrinter, verdict_lines
+    from console.commands.switch_output import HumanPrinter, JsonPrinter, failure_words
     from console.hosts.factory import open_host
     from console.hosts.sim_units import time_scale
     from console.ops.audit import AuditLog
@@ -73,9 +73,12 @@ async def _story(host_cfg, state_root: Path, as_json: bool) -> int:
         say("\n2. Switch to TP4 EP2, forced past the fit check (the seed's OOM):")
         second = await switch_layout(host, service, "TP4 EP2", force=True, audit=audit, on_event=printer)
         say("\nReport")
-        say(f"  EP8: ready in {first.elapsed_s:.1f} s")
-        for text in verdict_lines(second):
-            say(f"  {text}")
+        for label, res in (("switch", first), ("switch --force", second), ("rollback", second.rollback)):
+            if res is not None:
+                say(f"  {label:<16} {res.layout:<8} {res.outcome:<7} after {res.elapsed_s:5.1f} s, "
+                    f"verdict {res.detected_after_s or 0.0:.3f} s after the decisive log line")  # fmt: skip
+        if second.failure is not None:
+            say(f"  cause: {failure_words(second.failure, second.reason)[-1]}")
         ok = second.outcome == FAILED and second.rollback is not None and second.rollback.outcome == READY
         say("  The seed's 15 s polling loop would have needed up to 15 s to notice the death, and would have")
         say("  taken /v1/models answering for readiness.")

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from console.domain.models import Engine, Finding, FindingClass
 from console.domain.rank import LineHeader, parse_rank, split_header
-from console.domain.signatures import ALL_NEEDLES, clip, read_signature
+from console.domain.signatures import GATES, clip, read_signature
 
 __all__ = ["Triager", "classify_line", "parse_rank", "triage_lines"]
 
@@ -27,14 +27,17 @@ MAX_LINE_CHARS = 2000
 _QUIET_LEVELS = frozenset({"DEBUG", "INFO", "WARNING"})
 # The last line of a traceback: `ValueError: msg`, `torch.OutOfMemoryError: ...`, `KeyboardInterrupt`.
 _EXCEPTION_LINE = re.compile(r"(?:[A-Za-z_]\w{0,80}\.){0,8}(?P<name>[A-Za-z_]\w{0,80})(?::(?: |$)|$)")
-_MAX_FRAMES = 400  # lines; a block longer than this is not a traceback we can follow
+# Lines (of any writer) after which an open traceback is dropped: its final line never came.
+_BLOCK_LINES = 400
 _MAX_OPEN_BLOCKS = 64
-_TAIL_LINES = 20  # lines after a traceback's final line that continue its message
+# Lines (of any writer) after a traceback's final line that may continue its message.
+_TAIL_LINES = 40
 
 
-def _has_needle(line: str) -> bool:
-    for needle in ALL_NEEDLES:
-        if needle in line:
+def _may_match(line: str) -> bool:
+    """False when the line holds no signature's needle: the whole cost of an ordinary line."""
+    for gate in GATES:
+        if gate in line:
             return True
     return False
 
@@ -63,7 +66,7 @@ def classify_line(line: str) -> Finding | None:
     Returns:
         A finding, or None for an ordinary line (including the harmless NCCL bind warning).
     """
-    if not _has_needle(line):
+    if not _may_match(line):
         return None
     line = line.rstrip("\r\n")
     header = split_header(line)
@@ -85,7 +88,7 @@ class _Block:
     """An open traceback of one writer."""
 
     rank: str | None
-    lines: int = 0
+    opened_at: int  # the Triager's line count when the block opened
 
 
 @dataclass(slots=True)
@@ -94,7 +97,7 @@ class _Tail:
 
     rank: str | None
     cls: FindingClass
-    lines_left: int = _TAIL_LINES
+    opened_at: int
 
 
 class Triager:
@@ -111,6 +114,7 @@ class Triager:
         self._blocks: dict[str, _Block] = {}
         self._tails: dict[str, _Tail] = {}
         self._seen: dict[tuple[FindingClass, str | None, str], None] = {}
+        self._count = 0
 
     def reset(self) -> None:
         """Forget open tracebacks and reported findings: call it when the engine starts afresh, so a
@@ -129,9 +133,12 @@ class Triager:
         Returns:
             The findings this line completes: usually none, at most one.
         """
-        if not self._blocks and not self._tails:
-            if not _has_needle(line) and TRACEBACK_MARKER not in line:
-                return []
+        self._count += 1
+        ordinary = not _may_match(line) and TRACEBACK_MARKER not in line
+        if self._blocks or self._tails:
+            self._expire()
+        elif ordinary:
+            return []  # the common case: no open traceback, no needle
         line = line.rstrip("\r\n")
         header = split_header(line)
         payload = header.payload
@@ -140,24 +147,29 @@ class Triager:
             self._blocks.pop(header.stream, None)
             if len(self._blocks) >= _MAX_OPEN_BLOCKS:
                 self._blocks.pop(next(iter(self._blocks)))
-            self._blocks[header.stream] = _Block(rank=header.rank)
+            self._blocks[header.stream] = _Block(rank=header.rank, opened_at=self._count)
             return []
         block = self._blocks.get(header.stream)
         if block is not None:
             done, finding = self._continue_block(block, line, header, ts)
             if done:
                 return self._report(finding)
+        if ordinary:
+            return []
         return self._report(self._plain_line(line, header, ts))
+
+    def _expire(self) -> None:
+        """Drop tracebacks whose final line never came, and tails that ran out."""
+        for stream in [k for k, b in self._blocks.items() if self._count - b.opened_at > _BLOCK_LINES]:
+            del self._blocks[stream]
+        for stream in [k for k, t in self._tails.items() if self._count - t.opened_at > _TAIL_LINES]:
+            del self._tails[stream]
 
     def _continue_block(
         self, block: _Block, line: str, header: LineHeader, ts: float | None
     ) -> tuple[bool, Finding | None]:
         """Advance an open traceback; (True, finding) when this line was part of it."""
         payload = header.payload
-        block.lines += 1
-        if block.lines > _MAX_FRAMES:
-            del self._blocks[header.stream]
-            return False, None
         if not payload.strip() or payload[0] in (" ", "\t"):
             return True, None  # a frame, its source line, or a blank line
         name = _exception_name(payload)
@@ -177,16 +189,12 @@ class Triager:
                 fatal=False,  # unclassified: the unit state or a classified line says whether it was fatal
                 ts=ts,
             )
-        self._tails[header.stream] = _Tail(rank=rank, cls=finding.cls)
+        self._tails[header.stream] = _Tail(rank=rank, cls=finding.cls, opened_at=self._count)
         return True, finding
 
     def _plain_line(self, line: str, header: LineHeader, ts: float | None) -> Finding | None:
         tail = self._tails.get(header.stream)
         if tail is None:
-            return _classify(line, header, header.rank, ts)
-        tail.lines_left -= 1
-        if tail.lines_left <= 0:
-            del self._tails[header.stream]
             return _classify(line, header, header.rank, ts)
         finding = _classify(line, header, header.rank or tail.rank, ts)
         if finding is not None and finding.cls == tail.cls:

@@ -8,6 +8,7 @@ import pytest
 
 from console.domain.models import FindingClass
 from console.domain.oom import parse_oom
+from console.domain.signatures import ALL_NEEDLES, GATES
 from console.domain.triage import Triager, classify_line, parse_rank, triage_lines
 
 LOGS = Path(__file__).resolve().parent.parent / "fixtures" / "logs"
@@ -320,3 +321,18 @@ def test_vllm_worker_oom_ranks():
     ooms = [f for f in triage_lines(_log("vllm_ep_oom.log")) if f.cls is FindingClass.CUDA_OOM]
     assert [f.rank for f in ooms] == ["TP1 EP1", "TP3 EP3"]
     assert ooms[0].oom.in_use_bytes == round(78.05 * GIB)
+
+
+def test_every_needle_passes_a_gate():
+    # The prefilter checks GATES only: a needle without a gate would never be seen.
+    for needle in ALL_NEEDLES:
+        assert any(gate in needle for gate in GATES), needle
+
+
+def test_a_traceback_whose_final_line_never_comes_expires():
+    triager = Triager()
+    assert triager.feed("[2026-05-26 00:00:00 TP0] Scheduler hit an exception: Traceback (most recent call last):") == []
+    for i in range(500):
+        triager.feed(f"[2026-05-26 00:00:01 TP1] Decode batch. #running-req: {i}")
+    assert triager.feed("KeyError: 'late'") == []  # no longer part of a traceback
+    assert triager.feed("RuntimeError: CUDA error: an illegal memory access was encountered")[0].rank is None

@@ -354,7 +354,7 @@ def test_a_port_really_in_use_fails_after_loading(tmp_path: Path) -> None:
 
 def test_sigterm_while_loading_frees_the_gpus(tmp_path: Path) -> None:
     ledger = tmp_path / "ledger"
-    eng = EngineProcess(ledger, "--pp-size", "8", scale=0.3)
+    eng = EngineProcess(ledger, "--pp-size", "8", scale=0.15)
     try:
         eng.wait_for("Loading safetensors checkpoint shards:")
         deadline = time.monotonic() + 10

@@ -22,8 +22,8 @@ Fixtures
 - `write_file(name, path, text, mode=0o644)`: write a file on the host (through its root fs).
 - `cut_network(name)` / `restore_network(name)`: `ip link set tbI-h down|up`; `network_cut(name)` is
   the same as a context manager.
-- `drop_ssh_sessions(name)`: kill the host's sshd session processes (not the listener), which drops
-  every open connection to it.
+- `drop_ssh_sessions(name)`: kill the host's per-connection sshd processes (not the listener), which
+  drops every open connection to it, idle ones included.
 - `stop_host(name, kill=False)`: power the host off (SIGTERM to nspawn, ~2 s) or SIGKILL it; its disk
   stays. `start_host(name)`: boot it again and wait until ssh answers.
 - `replace_host_key(name)` -> the new public key line: the host gets a new ed25519 host key and sshd
@@ -74,7 +74,8 @@ systemctl reset-failed
 _DROP_SESSIONS_SCRIPT = """
 keep=" "; p=$$
 while [ "$p" -gt 1 ]; do keep="$keep$p "; p=$(ps -o ppid= -p "$p" | tr -d ' '); done
-for pid in $(pgrep -f '^sshd: [^ ]+@'); do
+for pid in $(pgrep -f '^sshd: '); do
+    case "$(ps -o args= -p "$pid")" in *"[listener]"*) continue ;; esac
     case "$keep" in *" $pid "*) ;; *) kill -KILL "$pid" 2>/dev/null ;; esac
 done
 """
@@ -182,7 +183,8 @@ class Testbed:
             self.restore_network(name)
 
     def drop_ssh_sessions(self, name: str) -> None:
-        """Kill every sshd session process on the host except the one running this command."""
+        """Kill every per-connection sshd process on the host (with or without open sessions), except
+        the listener and this command's own; every open connection to the host drops."""
         self.ssh(name, _DROP_SESSIONS_SCRIPT)
 
     def stop_host(self, name: str, *, kill: bool = False) -> None:

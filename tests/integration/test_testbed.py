@@ -148,16 +148,24 @@ def test_replaced_host_key_is_refused_until_restored(clean_testbed) -> None:
     assert bed.ssh(name, "true").returncode == 0
 
 
-def test_drop_ssh_sessions_ends_open_connections(clean_testbed) -> None:
+def test_drop_ssh_sessions_ends_open_connections_busy_and_idle(clean_testbed) -> None:
     bed = clean_testbed
     name = bed.names[0]
-    argv = ["ssh", "-F", str(bed.ssh_config), name, "--", "sleep 60"]
-    with subprocess.Popen(
-        argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE
-    ) as held:
-        wait_for(lambda: "sleep 60" in bed.ssh(name, "ps -eo args").stdout, 10, "the held session's sleep")
+    base = ["ssh", "-F", str(bed.ssh_config)]
+    quiet = {"stdin": subprocess.DEVNULL, "stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+    with (
+        subprocess.Popen([*base, name, "--", "sleep 60"], **quiet) as busy,
+        subprocess.Popen([*base, "-N", name], **quiet) as idle,
+    ):
+        # Three sshd processes besides the listener: busy, idle, and this check's own connection.
+        wait_for(
+            lambda: bed.ssh(name, "pgrep -cf '^sshd: [^/]'", check=False).stdout.strip() == "3",
+            10,
+            "both held connections to be logged in",
+        )
         bed.drop_ssh_sessions(name)
-        assert held.wait(timeout=10) == 255
+        assert busy.wait(timeout=10) == 255
+        assert idle.wait(timeout=10) == 255
     assert bed.ssh(name, "true").returncode == 0
 
 

@@ -113,16 +113,25 @@ class EngineHttp:
         return web.Response(text=self.metrics.render(self.served_name),
                             content_type="text/plain", charset="utf-8")
 
+    @staticmethod
+    def _bad_request(message: str) -> web.HTTPBadRequest:
+        body = {"object": "error", "message": message, "type": "BadRequestError", "param": None, "code": 400}
+        return web.HTTPBadRequest(text=json.dumps(body), content_type="application/json")
+
+    def _max_tokens(self, raw: object) -> int:
+        if raw is None:
+            return DEFAULT_MAX_TOKENS
+        if isinstance(raw, bool) or not isinstance(raw, int) or raw < 1:
+            raise self._bad_request(f"max_tokens must be a positive integer, got {raw!r}")
+        return raw
+
     async def _json(self, request: web.Request) -> dict[str, Any]:
         try:
             body = await request.json()
         except (ValueError, UnicodeDecodeError):
-            raise web.HTTPBadRequest(text=json.dumps({"object": "error", "message": "invalid JSON body",
-                                                      "type": "BadRequestError", "code": 400}),
-                                     content_type="application/json") from None
+            raise self._bad_request("invalid JSON body") from None
         if not isinstance(body, dict):
-            raise web.HTTPBadRequest(text='{"object": "error", "message": "body must be an object"}',
-                                     content_type="application/json")
+            raise self._bad_request("the body must be a JSON object")
         return body
 
     @contextlib.asynccontextmanager
@@ -144,7 +153,9 @@ class EngineHttp:
     async def native_generate(self, request: web.Request) -> web.Response:
         body = await self._json(request)
         params = body.get("sampling_params") or {}
-        max_tokens = int(params.get("max_new_tokens") or DEFAULT_MAX_TOKENS)
+        if not isinstance(params, dict):
+            raise self._bad_request("sampling_params must be an object")
+        max_tokens = self._max_tokens(params.get("max_new_tokens"))
         prompt_tokens = count_prompt_tokens(str(body.get("text") or ""))
         text = await self._collect(prompt_tokens, max_tokens)
         return web.json_response({"text": text, "meta_info": {
@@ -159,13 +170,16 @@ class EngineHttp:
 
     async def chat_completions(self, request: web.Request) -> web.StreamResponse:
         body = await self._json(request)
-        messages = body.get("messages") or []
+        messages = body.get("messages")
+        if not isinstance(messages, list) or not messages:
+            raise self._bad_request("messages must be a non-empty list")
         text = " ".join(str(m.get("content") or "") for m in messages if isinstance(m, dict))
         return await self._complete(request, body, count_prompt_tokens(text) + 4 * len(messages), chat=True)
 
     async def _complete(self, request: web.Request, body: dict[str, Any], prompt_tokens: int, *,
                         chat: bool) -> web.StreamResponse:
-        max_tokens = int(body.get("max_tokens") or body.get("max_completion_tokens") or DEFAULT_MAX_TOKENS)
+        raw = body.get("max_tokens", body.get("max_completion_tokens"))
+        max_tokens = self._max_tokens(raw)
         rid = uuid.uuid4().hex
         kind = "chat.completion" if chat else "text_completion"
         model = body.get("model") or self.served_name
@@ -203,7 +217,8 @@ class EngineHttp:
                 first = False
         end = {"index": 0, "logprobs": None, "finish_reason": "length"}
         end.update({"delta": {}} if chat else {"text": ""})
-        include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+        options = body.get("stream_options")
+        include_usage = isinstance(options, dict) and bool(options.get("include_usage"))
         await send(end, {"usage": usage} if include_usage else None)
         await response.write(b"data: [DONE]\n\n")
         await response.write_eof()

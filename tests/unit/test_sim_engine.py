@@ -211,6 +211,9 @@ def test_ep8_starts_like_sglang_and_serves(tmp_path: Path) -> None:
         plain = json.loads(http_body(eng.url("/v1/completions"),
                                      data=json.dumps({"prompt": "hi", "max_tokens": 3}).encode()))
         assert plain["usage"]["completion_tokens"] == 3 and plain["choices"][0]["text"]
+        for bad in (b"{not json", b'{"prompt": "x", "max_tokens": "many"}', b"[1, 2]"):
+            assert http_status(eng.url("/v1/completions"), data=bad) == 400
+        assert http_status(eng.url("/v1/chat/completions"), data=b'{"messages": []}') == 400
         metrics = http_body(eng.url("/metrics"))
         line = next(x for x in metrics.splitlines()
                     if x.startswith('sglang:generation_tokens_total{model_name="moonshotai/Kimi-K2.6"}'))

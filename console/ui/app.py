@@ -119,6 +119,11 @@ class ConsoleApp(App[None]):
         for host in self.hosts.values():
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(host.close(), timeout=5)
+            for probe in host.probes.values():  # not every host lists its probes among its closers
+                close = getattr(probe, "close", None)
+                if close is not None:
+                    with contextlib.suppress(Exception):
+                        await asyncio.wait_for(close(), timeout=5)
 
     def _install_themes(self) -> None:
         try:

@@ -27,8 +27,11 @@ from console.errors import UsageError
 from console.sim import failures
 from console.sim.clock import SimClock
 from console.sim.engine_args import EngineArgs, parse_engine_args
+from console.sim.generation import Generator
+from console.sim.http_server import EngineHttp
 from console.sim.ledger import ProcLedger, ensure_inventory, read_inventory
 from console.sim.logfmt import EngineLog
+from console.sim.metrics import Metrics
 from console.sim.startup import EngineExit, Startup
 
 PROCESS_NAME = "sglang::scheduler"
@@ -48,7 +51,7 @@ class SimEngine:
         self.log = EngineLog()
         self.clock = SimClock(args.time_scale)
         self.ledger = ProcLedger(args.ledger_dir, name=PROCESS_NAME)
-        self.http = None
+        self.http: EngineHttp | None = None
         self.stop_requested = asyncio.Event()
 
     async def run(self) -> int:
@@ -88,16 +91,17 @@ class SimEngine:
         self.log.uvicorn("INFO", f"Finished server process [{os.getpid()}]")
 
     async def story(self) -> None:
-        from console.sim.generation import Generator
-        from console.sim.http_server import EngineHttp
-        from console.sim.metrics import Metrics
-
+        """Start-up, HTTP, warm-up, then serve until cancelled; raises EngineExit on a failure."""
         startup = Startup(self.args, self.spec, self.config, self.log, self.ledger, self.clock)
         report = await startup.run()
         metrics = Metrics()
 
         def on_load(running: int) -> None:
-            startup.set_util(0, 1) if running == 0 else startup.set_util(min(60 + 9 * running, 90), 99)
+            # nvidia-smi shows the cards busy while requests run and idle otherwise.
+            if running == 0:
+                startup.set_util(0, 1)
+            else:
+                startup.set_util(min(60 + 9 * running, 90), 99)
             startup.sync_ledger()
 
         generator = Generator(self.args.layout, self.clock, self.log, startup.ranks[0], metrics,

@@ -42,7 +42,7 @@ class RankMemory:
     capacity_bytes: int
     """torch's total capacity of the card (94.97 GiB for a 97887 MiB card)."""
     other_bytes: int = 0
-    """Held by other processes on this GPU when the engine started."""
+    """Held by other live processes on this GPU when loading began."""
     context_bytes: int = 0
     nccl_bytes: int = 0
     allocated_bytes: int = 0
@@ -103,13 +103,6 @@ class RankLoader:
     def finish_s(self) -> float:
         """Load seconds at which this rank has read all its weights."""
         return self.total_bytes / self.rate_bytes_per_s
-
-    @property
-    def loaded_fraction(self) -> float:
-        if not self.total_bytes:
-            return 1.0
-        return min(1.0, self._starts[self._index] / self.total_bytes) if self._index < len(self.plan) \
-            else 1.0
 
     def advance(self, load_s: float) -> OomEvent | None:
         """Allocate every tensor whose read starts by `load_s`; the first that does not fit stops it."""

@@ -190,6 +190,8 @@ def _unit_failed(text: str, rank: str | None) -> Reading | None:
     unit = unit_m["unit"] if unit_m else "unit"
     if "Start request repeated too quickly" in text:
         return f"{unit}: restarted too often, systemd gave up (start-limit-hit)", True, None
+    if "Failed at step" in text or "Failed to execute" in text:
+        return f"{unit}: could not run the command: {clip(text[unit_m.end() if unit_m else 0 :], 120)}", True, None
     if "killed by the OOM killer" in text:
         return f"{unit}: a process was killed by the kernel's OOM killer (host RAM, not GPU)", True, None
     m = _FAILED_RESULT.search(_around(text, "Failed with result '"))
@@ -262,6 +264,8 @@ SIGNATURES: tuple[Signature, ...] = (
             "Main process exited, code=",
             "Failed with result '",
             "Start request repeated too quickly",
+            "Failed at step",
+            "Failed to execute",
             "killed by the OOM killer",
             "Out of memory: Killed process",
         ),
@@ -275,7 +279,7 @@ ALL_NEEDLES: tuple[str, ...] = tuple(dict.fromkeys(n for sig in SIGNATURES for n
 #: as the needles themselves: the cheap first test of every line.
 GATES: tuple[str, ...] = (
     "memory", "rror", "nccl", "Watchdog", "in use", "Errno", "nitialization failed", "graph failed",
-    "Main process", "Failed with", "Start request", "OOM killer", "stored in KV", "mismatch", "load weight",
+    "Main process", "Failed ", "Start request", "OOM killer", "stored in KV", "mismatch", "load weight",
     "model weights", "divisible",
 )
 

@@ -147,6 +147,8 @@ def test_oom_without_figures_is_still_an_oom():
         ("kernel: Out of memory: Killed process 4242 (python3) total-vm:812345678kB",
          FindingClass.UNIT_FAILED, "process 4242 (python3)"),
         ("sglang.service: Main process exited, code=killed, status=9/KILL", FindingClass.UNIT_FAILED, "9/KILL"),
+        ("sglang.service: Failed at step EXEC spawning /opt/venv/bin/python3: No such file or directory",
+         FindingClass.UNIT_FAILED, "could not run the command"),
     ],
 )
 def test_every_class_from_the_facts(line, cls, in_summary):
@@ -165,6 +167,7 @@ def test_every_class_from_the_facts(line, cls, in_summary):
         "Address already in use",
         "sglang.service: Main process exited, code=exited, status=0/SUCCESS",
         "sglang.service: Failed with result 'success'.",
+        "May 26 01:03:15 gpu-node-1 systemd[1]: Failed to start sglang.service - SGLang.",
         "[2026-05-26 00:04:10 TP0] Decode batch. #running-req: 1, #token: 311, token usage: 0.00",
         "[2026-05-26 00:03:45] The server is fired up and ready to roll!",
         "ValueError: an unclassified exception outside a traceback",

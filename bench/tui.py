@@ -100,7 +100,7 @@ async def ingest_rates(total: int, batch: int, cap: int, rounds: int = 3) -> dic
                 yield JournalView(line_cap=cap)
                 yield Log(max_lines=cap)
 
-    async def feed(push) -> float:  # noqa: ANN001
+    async def feed(push) -> float:
         t0 = time.perf_counter()
         for i in range(0, total, batch):
             push(lines[i : i + batch])
@@ -140,15 +140,15 @@ async def ingest_rates(total: int, batch: int, cap: int, rounds: int = 3) -> dic
 class FloodServices:
     """A unit that writes `rate` lines/s forever (wraps a fixed host's services)."""
 
-    def __init__(self, inner, rate: int) -> None:  # noqa: ANN001
+    def __init__(self, inner, rate: int) -> None:
         self.inner = inner
         self.rate = rate
         self.sent = 0
 
-    def __getattr__(self, name: str):  # noqa: ANN204
+    def __getattr__(self, name: str):
         return getattr(self.inner, name)
 
-    async def journal(self, unit: str, **_kw: object):  # noqa: ANN201
+    async def journal(self, unit: str, **_kw: object):
         from console.domain.models import JournalEntry
 
         t0 = time.monotonic()
@@ -163,7 +163,6 @@ class FloodServices:
 
 async def key_latency(rate: int, presses: int) -> dict[str, float]:
     from fixed_host import fixed_app
-
     from textual import events
 
     from console.ui.widgets.gpu_pane import GpuPane
@@ -175,14 +174,17 @@ async def key_latency(rate: int, presses: int) -> dict[str, float]:
     frames: list[float] = []
     original_display = app._display
 
-    def display(screen, renderable) -> None:  # noqa: ANN001
+    frame_seen = asyncio.Event()
+
+    def display(screen, renderable) -> None:
         if renderable is not None:
             frames.append(time.perf_counter())
+            frame_seen.set()
         original_display(screen, renderable)
 
     app._display = display  # type: ignore[method-assign]
     latencies: list[float] = []
-    async with app.run_test(size=(120, 40)) as pilot:
+    async with app.run_test(size=(120, 40)):
         for _ in range(100):
             await asyncio.sleep(0.05)
             if app.screen.query("#gpu-pane"):
@@ -194,20 +196,24 @@ async def key_latency(rate: int, presses: int) -> dict[str, float]:
         toggles: list[float] = []
         original_toggle = pane.toggle_processes
 
+        toggled = asyncio.Event()
+
         def toggle() -> None:
             toggles.append(time.perf_counter())
+            toggled.set()
             original_toggle()
 
         pane.toggle_processes = toggle  # type: ignore[method-assign]
         for n in range(presses):
             key = events.Key("p", "p")
             key.set_sender(app)
+            toggled.clear()
             t0 = time.perf_counter()
             app._driver.send_message(key)  # as the terminal driver does: no waiting for idle
-            while len(toggles) <= n:
-                await asyncio.sleep(0.0005)
-            while not frames or frames[-1] < toggles[n]:
-                await asyncio.sleep(0.0005)
+            await toggled.wait()
+            frame_seen.clear()
+            if frames[-1] < toggles[n]:
+                await frame_seen.wait()
             painted = next(f for f in frames if f >= toggles[n])
             latencies.append(painted - t0)
             await asyncio.sleep(0.1)

@@ -95,6 +95,7 @@ _VLLM = (
     Milestone("Available KV cache memory", Phase.KV_CACHE, "KV cache sized"),
     Milestone("GPU KV cache size", Phase.KV_CACHE, "KV cache allocated"),
     Milestone("Capturing CUDA graph", Phase.CUDA_GRAPHS, "capturing CUDA graphs", bar=True),
+    Milestone("Capturing cudagraphs", Phase.CUDA_GRAPHS, "capturing CUDA graphs"),  # vLLM 0.5/0.6
     Milestone("Graph capturing finished", Phase.CUDA_GRAPHS, "CUDA graphs captured", progress=1.0),
     Milestone("Starting vLLM API server", Phase.HTTP_UP, "API server starting"),
     Milestone("Starting vLLM server", Phase.HTTP_UP, "API server starting"),

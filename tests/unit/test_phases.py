@@ -164,3 +164,16 @@ def test_ordinary_lines_are_no_event(engine):
     for line in ["", "hello", "[2026-05-26 00:04:10 TP0] Decode batch. #running-req: 1", "x" * 100_000]:
         assert tracker.feed(line, 1.0) is None
     assert tracker.phase is Phase.STOPPED
+
+
+def test_vllm_cuda_graph_lines_with_and_without_a_bar():
+    tracker = PhaseTracker(Engine.VLLM)
+    tracker.feed("(Worker_TP0 pid=1) INFO 05-26 00:06:02 [w.py:1] Available KV cache memory: 62.47 GiB", 1.0)
+    event = tracker.feed("INFO 05-26 00:06:03 model_runner.py:1 Capturing cudagraphs for decoding.", 2.0)
+    assert event.phase is Phase.CUDA_GRAPHS and event.progress is None
+    event = tracker.feed(
+        "(Worker_TP0 pid=1) Capturing CUDA graphs (mixed prefill-decode, PIECEWISE):  52%|█████▏    | 35/67 "
+        "[00:03<00:03, 10.21it/s]",
+        3.0,
+    )
+    assert (event.phase, event.progress, event.detail) == (Phase.CUDA_GRAPHS, 35 / 67, "capturing CUDA graphs 35/67")

@@ -24,7 +24,14 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
 TB=${SERVE_CONSOLE_TESTBED_DIR:-$REPO/.testbed}
 ROOTFS=$TB/rootfs
-CG_HIERARCHIES=(systemd unified)
+# Where each container gets its own cgroups: the named systemd hierarchy and the unified one on a
+# hybrid (v1) machine like ours, or the one cgroup2 tree on a pure cgroup v2 machine.
+if [ "$(stat -fc %T /sys/fs/cgroup 2>/dev/null)" = cgroup2fs ]; then
+    CG_ROOTS=(/sys/fs/cgroup)
+else
+    CG_ROOTS=()
+    for h in /sys/fs/cgroup/systemd /sys/fs/cgroup/unified; do [ -d "$h" ] && CG_ROOTS+=("$h"); done
+fi
 PACKAGES=systemd,systemd-sysv,dbus,openssh-server,python3,python3-aiohttp,iproute2,procps,curl,sudo,util-linux
 SUITE=${SERVE_CONSOLE_TESTBED_SUITE:-$( (. /etc/os-release && echo "${VERSION_CODENAME:-}") 2>/dev/null || true)}
 SUITE=${SUITE:-bookworm}
@@ -226,15 +233,14 @@ setup_net() {
 launch_host() {
     local i=$1 d h
     d=$(host_dir "$i")
-    for h in "${CG_HIERARCHIES[@]}"; do mkdir -p "/sys/fs/cgroup/$h/testbed/tb$i"; done
+    for h in "${CG_ROOTS[@]}"; do mkdir -p "$h/testbed/tb$i"; done
     rm -f "$d/pid"
     setsid bash -c '
         echo $$ >"$1/pid"
-        echo $$ >"/sys/fs/cgroup/systemd/testbed/tb$2/cgroup.procs"
-        echo $$ >"/sys/fs/cgroup/unified/testbed/tb$2/cgroup.procs"
+        for cg in "${@:3}"; do echo $$ >"$cg/testbed/tb$2/cgroup.procs" || exit 1; done
         SYSTEMD_NSPAWN_UNIFIED_HIERARCHY=1 exec systemd-nspawn -q -D "$1/root" --boot --register=no \
             --keep-unit --machine="tb$2" --link-journal=no --network-namespace-path="/run/netns/tb$2" \
-            --console=read-only' launch "$d" "$i" </dev/null >>"$d/console.log" 2>&1 8>&- 9>&- &
+            --console=read-only' launch "$d" "$i" "${CG_ROOTS[@]}" </dev/null >>"$d/console.log" 2>&1 8>&- 9>&- &
 }
 
 wait_ssh() {
@@ -329,9 +335,9 @@ nspawn_pid() {
 
 cgroup_pids() {
     local h
-    for h in "${CG_HIERARCHIES[@]}"; do
-        [ -d "/sys/fs/cgroup/$h/testbed/$1" ] || continue
-        find "/sys/fs/cgroup/$h/testbed/$1" -name cgroup.procs -exec cat {} + 2>/dev/null
+    for h in "${CG_ROOTS[@]}"; do
+        [ -d "$h/testbed/$1" ] || continue
+        find "$h/testbed/$1" -name cgroup.procs -exec cat {} + 2>/dev/null
     done
 }
 
@@ -345,9 +351,8 @@ clean_cgroups() {
         kill -KILL $pids 2>/dev/null || true
         sleep 0.1
     done
-    for h in "${CG_HIERARCHIES[@]}"; do
-        [ -d "/sys/fs/cgroup/$h/testbed/$name" ] &&
-            find "/sys/fs/cgroup/$h/testbed/$name" -depth -type d -exec rmdir {} + 2>/dev/null
+    for h in "${CG_ROOTS[@]}"; do
+        [ -d "$h/testbed/$name" ] && find "$h/testbed/$name" -depth -type d -exec rmdir {} + 2>/dev/null
     done
     return 0
 }
@@ -375,9 +380,9 @@ known_hosts_names() {
     {
         [ -d "$TB/hosts" ] && find "$TB/hosts" -mindepth 1 -maxdepth 1 -name 'tb*' -printf '%f\n'
         ip netns list 2>/dev/null | awk '$1 ~ /^tb[0-9]+$/ {print $1}'
-        for h in "${CG_HIERARCHIES[@]}"; do
-            [ -d "/sys/fs/cgroup/$h/testbed" ] &&
-                find "/sys/fs/cgroup/$h/testbed" -mindepth 1 -maxdepth 1 -name 'tb*' -printf '%f\n'
+        for h in "${CG_ROOTS[@]}"; do
+            [ -d "$h/testbed" ] &&
+                find "$h/testbed" -mindepth 1 -maxdepth 1 -name 'tb*' -printf '%f\n'
         done
     } | grep -E '^tb[0-9]+$' | sort -u
     return 0
@@ -402,7 +407,7 @@ cmd_down() {
         done
         log "down: removed ${names[*]} in $((SECONDS - start)) s"
     fi
-    for h in "${CG_HIERARCHIES[@]}"; do rmdir "/sys/fs/cgroup/$h/testbed" 2>/dev/null || true; done
+    for h in "${CG_ROOTS[@]}"; do rmdir "$h/testbed" 2>/dev/null || true; done
     rm -f "$TB/ssh_config" "$TB/known_hosts" "$TB/hosts.json"
 }
 

@@ -62,9 +62,13 @@ def _around(text: str, needle: str, before: int = 220, after: int = 200) -> str:
     return text[max(at - before, 0) : at + len(needle) + after]
 
 
+# Control characters (an escape sequence in a log line) must not reach the user's terminal.
+_CONTROLS = dict.fromkeys([*range(0x20), 0x7F], " ")
+
+
 def clip(text: str, limit: int = 160) -> str:
-    """The text on one line, shortened to `limit` characters with an ellipsis."""
-    text = " ".join(text[: limit * 2].split())
+    """The text on one printable line, shortened to `limit` characters with an ellipsis."""
+    text = " ".join(text[: limit * 2].translate(_CONTROLS).split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
@@ -130,7 +134,7 @@ def _engine_init(text: str, rank: str | None) -> Reading:
         reason = text.split("warmup error", 1)[1].lstrip(": ")
         return f"SGLang warm-up failed: {clip(reason, 120) or 'no reason given'}", True, None
     procs = _FAILED_PROCS.search(text)
-    detail = f" (failed: {procs['procs']})" if procs and procs["procs"] != "{}" else ""
+    detail = f" (failed: {clip(procs['procs'], 120)})" if procs and procs["procs"] != "{}" else ""
     return f"Engine initialisation failed{detail}; the root cause is earlier in the log", True, None
 
 
@@ -165,16 +169,16 @@ def _nccl(text: str, rank: str | None) -> Reading:
 def _port_in_use(text: str, rank: str | None) -> Reading:
     m = _PORT.search(text)
     if m and m["port"]:
-        return f"Port {m['port']} on {m['host'] or '*'} is already in use", True, None
+        return f"Port {m['port']} on {clip(m['host'], 100) or '*'} is already in use", True, None
     if m and m["addr"]:
-        return f"Address {m['addr']} is already in use", True, None
+        return f"Address {clip(m['addr'], 100)} is already in use", True, None
     return f"Address already in use: {clip(text, 120)}", True, None
 
 
 def _unit_failed(text: str, rank: str | None) -> Reading | None:
     m = _MAIN_EXITED.search(_around(text, ": Main process exited"))
     if m:
-        code, status = m["code"], m["status"]
+        code, status = m["code"], clip(m["status"], 40)
         if code == "exited" and status.startswith("0"):
             return None
         if code == "killed":
@@ -185,7 +189,7 @@ def _unit_failed(text: str, rank: str | None) -> Reading | None:
         return f"{m['unit']}: main process exited with status {status}", True, None
     m = _KERNEL_OOM.search(text)
     if m:
-        return f"Kernel OOM killer killed process {m['pid']} ({m['comm']}): host RAM, not GPU", True, None
+        return f"Kernel OOM killer killed process {m['pid']} ({clip(m['comm'], 64)}): host RAM, not GPU", True, None
     unit_m = _UNIT_PREFIX.match(text)
     unit = unit_m["unit"] if unit_m else "unit"
     if "Start request repeated too quickly" in text:

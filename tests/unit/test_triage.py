@@ -339,3 +339,10 @@ def test_a_traceback_whose_final_line_never_comes_expires():
         triager.feed(f"[2026-05-26 00:00:01 TP1] Decode batch. #running-req: {i}")
     assert triager.feed("KeyError: 'late'") == []  # no longer part of a traceback
     assert triager.feed("RuntimeError: CUDA error: an illegal memory access was encountered")[0].rank is None
+
+
+def test_summaries_carry_no_control_characters():
+    finding = classify_line("RuntimeError: Engine core initialization failed. Failed core proc(s): {'\x1b[2J': 1}")
+    finding2 = classify_line("Exception: Capture cuda graph failed: \x1b]0;pwned\x07 boom\ttab")
+    for f in (finding, finding2):
+        assert not any(ord(c) < 0x20 or ord(c) == 0x7F for c in f.summary), f.summary

@@ -46,6 +46,9 @@ FRAGMENTS = [
     "\n",
     "\x00",
     "\ufffd",
+    "\x1b[31m",
+    "RuntimeError: Engine core initialization failed. Failed core proc(s): {",
+    "x.service: Main process exited, code=killed, status=",
 ]
 
 line_text = st.lists(st.one_of(st.sampled_from(FRAGMENTS), st.text(max_size=40)), max_size=12).map("".join)
@@ -59,6 +62,7 @@ def _real_oom_text(text: str) -> bool:
 @given(st.lists(line_text, max_size=30))
 def test_arbitrary_text_never_raises_and_never_invents_an_oom(lines):
     triager = Triager()
+    reported: set[tuple[object, object, str]] = set()
     trackers = [PhaseTracker(engine) for engine in Engine]
     for i, line in enumerate(lines):
         parse_rank(line)
@@ -68,6 +72,10 @@ def test_arbitrary_text_never_raises_and_never_invents_an_oom(lines):
         for finding in triager.feed(line, float(i)):
             if finding.cls is FindingClass.CUDA_OOM or finding.oom is not None:
                 assert _real_oom_text(finding.line)
+            key = (finding.cls, finding.rank, finding.summary)
+            assert key not in reported  # never the same finding twice
+            reported.add(key)
+            assert not any(ord(c) < 0x20 or ord(c) == 0x7F for c in finding.summary)
         for tracker in trackers:
             event = tracker.feed(line, float(i))
             if event is not None and event.progress is not None:

@@ -33,6 +33,8 @@ _SGLANG = re.compile(
 # PyTorch's c10d lines: "[rank2]:[E526 00:16:20.123456789 ProcessGroupNCCL.cpp:632] ".
 _TORCH_RANK = re.compile(r"\[rank(?P<rank>\d{1,5})\]:")
 _GLOG = re.compile(r"\[[IWEF]\d{3,4} \d\d:\d\d:\d\d(?:\.\d+)? (?:\d+ )?[\w.]{1,80}:\d+\] ?")
+# Colour codes, as vLLM writes them when its output is a terminal.
+_ANSI = re.compile(r"\x1b\[[0-9;]{0,32}[A-Za-z]")
 _PROC_RANK = re.compile(r"(?<![A-Za-z0-9])((?:DP|PP|TP|EP|DCP|PCP)\d{1,5})(?![A-Za-z0-9])")
 _PROC_RANK_NUMBER = re.compile(r"rank=(\d{1,5})")
 
@@ -76,6 +78,8 @@ def split_header(line: str) -> LineHeader:
     Returns:
         The parsed header; a line without prefixes has its whole text as payload.
     """
+    if "\x1b" in line:
+        line = _ANSI.sub("", line)
     pos = 0
     ident: str | None = None
     pid: int | None = None

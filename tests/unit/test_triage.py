@@ -202,6 +202,7 @@ def test_vllm_warning_level_is_not_fatal():
         ("May 26 00:06:20 gpu-node-1 python3[1234]: [2026-05-26 00:06:20 TP2] hi", "TP2"),
         ("2026-05-26T00:06:20+0000 gpu-node-1 python3[1234]: (Worker_TP0 pid=7) hi", "TP0"),
         ("[rank5]:[E526 01:22:01.5 ProcessGroupNCCL.cpp:632] hi", "rank5"),
+        ("\x1b[1;36m(Worker_TP2_EP2 pid=7)\x1b[0;0m \x1b[32mINFO\x1b[0m 05-26 00:06:20 [x.py:1] hi", "TP2 EP2"),
         ("[2026-05-26 00:06:20] launcher line", None),
         ("(APIServer pid=2961) INFO 05-26 00:06:20 [x.py:1] hi", None),
         ("May 26 00:06:21 gpu-node-1 systemd[1]: x.service: Failed with result 'exit-code'.", None),

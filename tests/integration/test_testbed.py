@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
 pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
 
 GPU_NAME = "NVIDIA RTX PRO 6000 Blackwell Server Edition"
 ENGINE_UNITS = (
@@ -42,6 +45,16 @@ def test_every_host_answers_ssh_by_key_as_each_user(testbed) -> None:
         assert testbed.ssh(h.name, "hostname").stdout.strip() == h.name
         for user in ("operator", "deploy"):
             assert testbed.ssh(h.name, "id -un", user=user).stdout.strip() == user
+
+
+def test_hosts_have_distinct_identities_and_this_tree_code(testbed) -> None:
+    here = (REPO / "console" / "sim" / "ledger.py").read_text()
+    machine_ids, host_keys = set(), set()
+    for h in testbed.hosts:
+        machine_ids.add(testbed.ssh(h.name, "cat /etc/machine-id").stdout.strip())
+        host_keys.add(testbed.ssh(h.name, "cat /etc/ssh/ssh_host_ed25519_key.pub").stdout.split()[1])
+        assert testbed.ssh(h.name, "cat /opt/serve-console/console/sim/ledger.py").stdout == here
+    assert len(machine_ids) == len(host_keys) == len(testbed.hosts)
 
 
 def test_systemd_is_pid1_and_the_system_runs(testbed) -> None:

@@ -99,14 +99,14 @@ def test_one_megabyte_lines_are_fast(fragment):
     filler = "x" * (1 << 20)
     for where in (0, 1 << 19, 1 << 20):
         line = filler[:where] + fragment + filler[where:]
-        started = time.perf_counter()
+        started = time.process_time()
         findings = Triager().feed(line)
         classify_line(line)
         PhaseTracker(Engine.SGLANG).feed(line, 0.0)
         PhaseTracker(Engine.VLLM).feed(line, 0.0)
-        elapsed = time.perf_counter() - started
+        elapsed = time.process_time() - started
         assert all(len(f.line) <= 2000 for f in findings)
-        assert elapsed < 0.5, (fragment, where)  # generous: a few linear scans of 1 MB take milliseconds
+        assert elapsed < 0.5, (fragment, where)  # CPU s, generous: linear scans of 1 MB take ms
 
 
 def test_one_megabyte_oom_line_keeps_its_figures():

@@ -192,6 +192,17 @@ class SystemdManager:
                 env.update(parse_env_file(read.stdout))
         return env
 
+    async def last_cursor(self, unit: str) -> str | None:
+        """The cursor of the unit's newest journal entry, or None if it has none."""
+        result = await self.transport.run(
+            journal_argv(unit, after_cursor=None, follow=False, lines=1), timeout_s=_QUICK_S
+        )
+        raise_for_result(self.host, result, f"journalctl -u {unit}")
+        entry = None
+        for line in result.stdout.splitlines():
+            entry = journal_entry_from_json(line, unit) or entry
+        return entry.cursor if entry else None
+
     async def journal(
         self, unit: str, *, after_cursor: str | None = None, follow: bool = True, lines: int | None = None
     ) -> AsyncIterator[JournalEntry]:
@@ -207,6 +218,12 @@ class SystemdManager:
             lines: without a cursor, start with the last `lines` entries (None: all of them).
         """
         cursor = after_cursor
+        if follow and cursor is None and lines == 0:
+            # Anchor "only new entries" to a cursor, so a drop before the first new entry loses
+            # nothing: resume after the anchor, or from the start if the unit had no entries yet.
+            cursor = await self.last_cursor(unit)
+            if cursor is None:
+                lines = None
         while True:
             argv = journal_argv(unit, after_cursor=cursor, follow=follow, lines=lines)
             try:

@@ -227,5 +227,21 @@ async def test_journal_resumes_after_the_last_cursor_seen_without_repeats():
     )
     got = [e.message async for e in SystemdManager(t).journal("x.service", follow=True, lines=0)]
     assert got == ["m1", "m2", "m3", "m4"]
-    assert "--lines=0" in t.stream_argvs[0]
+    assert "--no-tail" in t.stream_argvs[0]  # no entries before: "new ones" are all of them
     assert "--after-cursor=c2" in t.stream_argvs[1] and "--after-cursor=c2" in t.stream_argvs[2]
+
+
+async def test_only_new_entries_are_anchored_to_a_cursor_so_an_early_drop_loses_nothing():
+    def answer(argv):
+        return CommandResult(tuple(argv), 0, stdout=_json(__CURSOR="anchor", MESSAGE="old") + "\n")
+
+    t = ScriptedTransport(
+        answer,
+        streams=[
+            ([], TransportLost("gpu-node-1", "connection lost")),
+            ([_json(__CURSOR="c1", MESSAGE="new")], None),
+        ],
+    )
+    got = [e.message async for e in SystemdManager(t).journal("x.service", follow=True, lines=0)]
+    assert got == ["new"]
+    assert "--after-cursor=anchor" in t.stream_argvs[0] and "--after-cursor=anchor" in t.stream_argvs[1]

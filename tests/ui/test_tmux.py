@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import shutil
 import subprocess
 import time
@@ -57,9 +59,11 @@ def engine_pids(state_dir: Path) -> list[int]:
 
 def test_demo_in_tmux_shows_oom_line_and_card(tmp_path: Path) -> None:
     tmux = Tmux(f"serve-console-test-{os.getpid()}")
-    env = f"SERVE_CONSOLE_STATE_DIR={tmp_path} SERVE_CONSOLE_SIM_TIME_SCALE=0.02 TERM=xterm-256color"
+    # -u: pytest may export COLUMNS/LINES, which would override the pane size inside tmux.
+    env = f"-u COLUMNS -u LINES SERVE_CONSOLE_STATE_DIR={tmp_path} SERVE_CONSOLE_SIM_TIME_SCALE=0.02 TERM=xterm-256color"
     try:
         tmux("new-session", "-d", "-s", "console", "-x", "120", "-y", "40", f"env {env} {BIN} --demo; sleep 30")
+        assert tmux("display", "-p", "-t", "console", "#{window_width}x#{window_height}").strip() == "120x40"
         tmux.wait_for("READY EP8")  # the demo brings EP8 up first
         tmux("send-keys", "-t", "console", "l")
         tmux.wait_for("layouts of kimi-k2.6", "OOM")
@@ -80,3 +84,6 @@ def test_demo_in_tmux_shows_oom_line_and_card(tmp_path: Path) -> None:
         assert engine_pids(tmp_path) == []  # quitting the demo left no engines behind
     finally:
         tmux("kill-server", check=False)
+        for pid in engine_pids(tmp_path):  # a failed run must not leave engines behind either
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)

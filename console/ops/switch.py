@@ -174,8 +174,9 @@ class _Switch:
         elif fit.verdict in ("oom", "invalid"):
             if not force:
                 reason = f"preflight: {layout.name} is predicted {fit.verdict}: {fit.reason} (use --force to try anyway)"
-                self.step(layout.name, t0, "preflight", reason)
-                return self.refused(layout, reason, force, elapsed_s=time.monotonic() - t0, fit=fit_json)
+                return self.refused(  # the result says why; no step line repeats it
+                    layout, reason, force, elapsed_s=time.monotonic() - t0, fit=fit_json
+                )
             self.step(layout.name, t0, "preflight", f"predicted {fit.verdict}: {fit.reason}; forced")
         else:
             self.step(layout.name, t0, "preflight", f"predicted {fit.verdict}: {fit.reason}")

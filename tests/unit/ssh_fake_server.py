@@ -108,6 +108,7 @@ async def start_fake_sshd(tmp: Path, *, port: int = 0, host_key: asyncssh.SSHKey
     if not client_key_path.exists():
         client_key = asyncssh.generate_private_key("ssh-ed25519")
         client_key.write_private_key(str(client_key_path))
+        client_key_path.chmod(0o600)  # OpenSSH tools (ssh-add) refuse readable private keys
         client_key.write_public_key(str(client_key_path) + ".pub")
     client_pub = asyncssh.read_public_key(str(client_key_path) + ".pub")
     sshd = FakeSshd(

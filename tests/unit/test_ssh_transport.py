@@ -138,3 +138,50 @@ async def test_host_that_comes_back_is_marked_up_again(tmp_path):
 async def test_run_timeout_is_a_host_error(transport):
     with pytest.raises(HostError, match="timed out"):
         await transport.run(["sleep", "5"], timeout_s=0.3)
+
+
+async def test_long_lived_channels_are_capped_with_a_clear_error(transport):
+    from console.hosts.ssh import MAX_STREAMS
+
+    streams = [transport.stream(["lines", "1"]) for _ in range(MAX_STREAMS)]
+    for s in streams:
+        assert await anext(s) == "line 0"
+    with pytest.raises(HostError, match="too many long-lived SSH channels"):
+        await anext(transport.stream(["lines", "1"]))
+    for s in streams:
+        await s.aclose()
+    extra = transport.stream(["lines", "1"])  # slots are returned when streams close
+    assert await anext(extra) == "line 0"
+    await extra.aclose()
+
+
+@pytest.fixture
+def agent_with_key(sshd, tmp_path):
+    """A private ssh-agent holding the fake server's client key; yields its socket path."""
+    import subprocess
+    import time
+
+    sock = tmp_path / "agent.sock"
+    agent = subprocess.Popen(["ssh-agent", "-D", "-a", str(sock)], stdout=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 5
+        while not sock.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        env = {"SSH_AUTH_SOCK": str(sock), "PATH": "/usr/bin:/bin"}
+        subprocess.run(["ssh-add", str(sshd.client_key_path)], env=env, check=True, capture_output=True)
+        yield str(sock)
+    finally:
+        agent.terminate()
+        agent.wait()
+
+
+async def test_ssh_agent_keys_are_used_when_no_identity_is_configured(
+    sshd, agent_with_key, tmp_path, monkeypatch
+):
+    monkeypatch.setenv("SSH_AUTH_SOCK", agent_with_key)
+    monkeypatch.setenv("HOME", str(tmp_path / "empty-home"))  # no ~/.ssh/id_* to fall back on
+    t = SshTransport(sshd.host_config(identity=None))
+    try:
+        assert (await t.run(["echo-argv", "via-agent"])).ok
+    finally:
+        await t.close()

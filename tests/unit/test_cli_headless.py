@@ -145,7 +145,7 @@ def test_kill_9_mid_switch_is_marked_interrupted_by_the_next_start(demo_env):
 
 def test_two_concurrent_switches_exactly_one_runs(demo_env):
     cwd, env = demo_env
-    slower = dict(env, SERVE_CONSOLE_SIM_TIME_SCALE="0.06")
+    slower = dict(env, SERVE_CONSOLE_SIM_TIME_SCALE="0.1")  # a start of ~4 s: both runs overlap
     cmd = [sys.executable, "-m", "console", "switch", "EP8", "--json"]
     procs = [subprocess.Popen(cmd, cwd=cwd, env=slower, stdout=subprocess.PIPE, text=True) for _ in range(2)]
     outs = [p.communicate(timeout=120)[0] for p in procs]

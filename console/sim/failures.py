@@ -12,6 +12,10 @@ from console.domain.units import format_bytes
 
 SITE = "/usr/local/lib/python3.12/dist-packages"
 SIGQUIT_LINE = "Received sigquit from a child process. It usually means the child failed."
+_MODEL_RUNNER = f"{SITE}/sglang/srt/model_executor/model_runner.py"
+
+# One traceback frame: file, line, function, the source line, and its caret line (if Python prints one).
+_Frame = tuple[str, int, str, str, str | None]
 
 _SCHEDULER_FRAMES = [
     (f"{SITE}/sglang/srt/managers/scheduler.py", 2906, "run_scheduler_process",
@@ -20,13 +24,11 @@ _SCHEDULER_FRAMES = [
      "self.tp_worker = TpModelWorker(", "                 ^^^^^^^^^^^^^^"),
     (f"{SITE}/sglang/srt/managers/tp_worker.py", 82, "__init__",
      "self.model_runner = ModelRunner(", "                    ^^^^^^^^^^^^"),
-    (f"{SITE}/sglang/srt/model_executor/model_runner.py", 239, "__init__",
-     "self.initialize(min_per_gpu_memory)", None),
+    (_MODEL_RUNNER, 239, "__init__", "self.initialize(min_per_gpu_memory)", None),
 ]
 _LOAD_FRAMES = [
-    (f"{SITE}/sglang/srt/model_executor/model_runner.py", 320, "initialize", "self.load_model()", None),
-    (f"{SITE}/sglang/srt/model_executor/model_runner.py", 745, "load_model",
-     "self.model = get_model(", "             ^^^^^^^^^^"),
+    (_MODEL_RUNNER, 320, "initialize", "self.load_model()", None),
+    (_MODEL_RUNNER, 745, "load_model", "self.model = get_model(", "             ^^^^^^^^^^"),
     (f"{SITE}/sglang/srt/model_loader/__init__.py", 28, "get_model",
      "return loader.load_model(", "       ^^^^^^^^^^^^^^^^^^"),
     (f"{SITE}/sglang/srt/model_loader/loader.py", 594, "load_model",
@@ -64,7 +66,7 @@ CUDA_GRAPH_SOLUTIONS = [
 ]
 
 
-def _frames(frames: list[tuple[str, int, str, str, str | None]]) -> list[str]:
+def _frames(frames: list[_Frame]) -> list[str]:
     out = []
     for path, line, func, code, carets in frames:
         out.append(f'  File "{path}", line {line}, in {func}')
@@ -74,10 +76,10 @@ def _frames(frames: list[tuple[str, int, str, str, str | None]]) -> list[str]:
     return out
 
 
-def _model_frames(model_type: str, moe: bool) -> list[tuple[str, int, str, str, str | None]]:
+def _model_frames(model_type: str, moe: bool) -> list[_Frame]:
     module = _MODEL_FILES.get(model_type, "llama")
     path = f"{SITE}/sglang/srt/models/{module}.py"
-    frames: list[tuple[str, int, str, str, str | None]] = [
+    frames: list[_Frame] = [
         (path, 2813, "__init__", "self.model = DeepseekV2Model(" if module == "deepseek_v2"
          else "self.model = Model(", None),
         (path, 2601, "__init__", "self.layers, self.start_layer, self.end_layer = make_layers(", None),
@@ -89,6 +91,17 @@ def _model_frames(model_type: str, moe: bool) -> list[tuple[str, int, str, str, 
     if moe:
         frames.append((path, 405, "__init__", "self.experts = get_moe_impl_class(quant_config)(", None))
     return frames
+
+
+def _scheduler_exception(rank_prefix: str, frames: list[_Frame], *message: str) -> list[str]:
+    """A scheduler's traceback: its constructor chain, then `frames`, then the error `message` lines."""
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+    return [
+        f"[{stamp}{rank_prefix}] Scheduler hit an exception: Traceback (most recent call last):",
+        *_frames(_SCHEDULER_FRAMES + frames),
+        *message,
+        "",
+    ]
 
 
 def cuda_oom_lines(
@@ -105,7 +118,6 @@ def cuda_oom_lines(
     moe_tensor: bool,
 ) -> list[str]:
     """The scheduler's traceback for a CUDA OOM while the model's weights are created."""
-    stamp = time.strftime("%Y-%m-%d %H:%M:%S")
     message = (
         f"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate {format_bytes(tried_bytes)}. "
         f"GPU {gpu} has a total capacity of {format_bytes(capacity_bytes)} of which "
@@ -118,70 +130,55 @@ def cuda_oom_lines(
         "(https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)"
     )
     tail = _MOE_FRAMES if moe_tensor else _DENSE_FRAMES
-    return [
-        f"[{stamp}{rank_prefix}] Scheduler hit an exception: Traceback (most recent call last):",
-        *_frames(_SCHEDULER_FRAMES + _LOAD_FRAMES + _model_frames(model_type, moe_tensor) + tail
-                 + [_TORCH_DEVICE_FRAME]),
-        message,
-        "",
-    ]
+    frames = _LOAD_FRAMES + _model_frames(model_type, moe_tensor) + tail + [_TORCH_DEVICE_FRAME]
+    return _scheduler_exception(rank_prefix, frames, message)
 
 
 def kv_too_small_lines(rank_prefix: str) -> list[str]:
     """SGLang's error when the weights leave no room for the KV pool under --mem-fraction-static."""
-    stamp = time.strftime("%Y-%m-%d %H:%M:%S")
-    return [
-        f"[{stamp}{rank_prefix}] Scheduler hit an exception: Traceback (most recent call last):",
-        *_frames(_SCHEDULER_FRAMES + [
-            (f"{SITE}/sglang/srt/model_executor/model_runner.py", 331, "initialize",
-             "self.init_memory_pool(", None),
-            (f"{SITE}/sglang/srt/model_executor/model_runner.py", 1511, "init_memory_pool",
-             "raise RuntimeError(", None),
-        ]),
+    return _scheduler_exception(
+        rank_prefix,
+        [
+            (_MODEL_RUNNER, 331, "initialize", "self.init_memory_pool(", None),
+            (_MODEL_RUNNER, 1511, "init_memory_pool", "raise RuntimeError(", None),
+        ],
         "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.",
-        "",
-    ]
+    )
 
 
 def cuda_graph_lines(rank_prefix: str) -> list[str]:
     """SGLang's wrapped error when CUDA graph capture fails, with its possible solutions."""
-    stamp = time.strftime("%Y-%m-%d %H:%M:%S")
     cause = "CUDA error: operation not permitted when stream is capturing"
-    return [
-        f"[{stamp}{rank_prefix}] Scheduler hit an exception: Traceback (most recent call last):",
-        *_frames(_SCHEDULER_FRAMES + [
-            (f"{SITE}/sglang/srt/model_executor/model_runner.py", 345, "initialize",
-             "self.init_device_graphs()", None),
-            (f"{SITE}/sglang/srt/model_executor/model_runner.py", 1890, "init_device_graphs",
+    return _scheduler_exception(
+        rank_prefix,
+        [
+            (_MODEL_RUNNER, 345, "initialize", "self.init_device_graphs()", None),
+            (_MODEL_RUNNER, 1890, "init_device_graphs",
              "self.graph_runner = graph_runners[self.device](self)", None),
             (f"{SITE}/sglang/srt/model_executor/cuda_graph_runner.py", 392, "__init__",
              "raise Exception(", None),
-        ]),
+        ],
         f"Exception: Capture cuda graph failed: {cause}",
         *CUDA_GRAPH_SOLUTIONS,
-        "",
-    ]
+    )
 
 
 def invalid_device_lines(rank_prefix: str) -> list[str]:
     """A scheduler asked for a CUDA device that is not there (too few GPUs, or CUDA_VISIBLE_DEVICES)."""
-    stamp = time.strftime("%Y-%m-%d %H:%M:%S")
-    return [
-        f"[{stamp}{rank_prefix}] Scheduler hit an exception: Traceback (most recent call last):",
-        *_frames(_SCHEDULER_FRAMES + [
-            (f"{SITE}/sglang/srt/model_executor/model_runner.py", 316, "initialize",
-             "min_per_gpu_memory = self.init_torch_distributed()", None),
-            (f"{SITE}/sglang/srt/model_executor/model_runner.py", 658, "init_torch_distributed",
+    return _scheduler_exception(
+        rank_prefix,
+        [
+            (_MODEL_RUNNER, 316, "initialize", "min_per_gpu_memory = self.init_torch_distributed()", None),
+            (_MODEL_RUNNER, 658, "init_torch_distributed",
              "torch.get_device_module(self.device).set_device(self.gpu_id)", None),
             (f"{SITE}/torch/cuda/__init__.py", 567, "set_device", "torch._C._cuda_setDevice(device)", None),
-        ]),
+        ],
         "RuntimeError: CUDA error: invalid device ordinal",
         "CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace "
         "below might be incorrect.",
         "For debugging consider passing CUDA_LAUNCH_BLOCKING=1",
         "Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.",
-        "",
-    ]
+    )
 
 
 def nccl_watchdog_lines(rank: int, *, timeout_ms: int, ran_ms: int, seq: int = 1) -> list[str]:

@@ -3,6 +3,7 @@ on the machine itself."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import re
 import time
@@ -74,8 +75,6 @@ class NoGpuSource:
         return GpuSnapshot(taken_at=time.time(), error="no GPU source configured for this host")
 
     async def stream(self, interval_s: float) -> AsyncIterator[GpuSnapshot]:
-        import asyncio
-
         while True:
             yield await self.sample()
             await asyncio.sleep(interval_s)

@@ -21,12 +21,13 @@ from console.ops.audit import AuditLog
 from console.ui.commands_palette import ConsoleCommands
 from console.ui.keys import BY_ID, bindings, validate_keymap
 from console.ui.themes import load_themes
+from console.ui.worker_errors import NotifiesWorkerErrors
 
 #: The layout `--demo` brings up first when nothing runs, as in the seed's story.
 DEMO_FIRST_LAYOUT = "EP8"
 
 
-class ConsoleApp(App[None]):
+class ConsoleApp(NotifiesWorkerErrors, App[None]):
     """serve-console: fleet overview, a screen per host, switches with live triage."""
 
     TITLE = "serve-console"

@@ -172,3 +172,30 @@ async def test_flood_keeps_memory_bounded_and_keys_answer() -> None:
         assert view.line_count <= pane.line_cap
         assert view.lines[-1].text.endswith("59999")
         assert app.screen.query_one("#gpu-pane").show_processes
+
+
+async def test_fleet_enter_opens_host_and_escape_returns() -> None:
+    app = fixed_app({"demo": "ep8", "gpu-node-2": "failed"})
+    async with app.run_test(size=(120, 40)) as pilot:
+        table = app.screen.query_one("#fleet-table")
+        assert await settle(pilot, lambda: len(table.summaries) == 2)
+        await pilot.press("down", "enter")
+        assert await settle(pilot, lambda: isinstance(app.screen, HostScreen) and app.screen.host.name == "gpu-node-2")
+        assert await settle(pilot, lambda: "FAILED" in screen_text(app) and "exit-code" in screen_text(app))
+        await pilot.press("escape")
+        assert await settle(pilot, lambda: not isinstance(app.screen, HostScreen))
+        await pilot.press("T")  # themes cycle from the files in themes/
+        assert app.theme != "dark" and app.theme in app.theme_names
+
+
+async def test_worker_error_becomes_a_notification() -> None:
+    app = fixed_app({"demo": "ep8"})
+    async with app.run_test(size=(120, 40)) as pilot:
+        assert await settle(pilot, lambda: isinstance(app.screen, HostScreen))
+
+        async def boom() -> None:
+            raise RuntimeError("unexpected")
+
+        app.screen.run_worker(boom(), name="probe", exit_on_error=False)
+        assert await settle(pilot, lambda: any("probe stopped: unexpected" in n.message for n in app._notifications))
+        assert app.is_running

@@ -15,12 +15,13 @@ from console.config import ServiceConfig
 from console.hosts.base import Host
 from console.ui.keys import bindings, changing_actions
 from console.ui.widgets.service_pane import ServiceView
+from console.ui.worker_errors import NotifiesWorkerErrors
 
 CHANGING = changing_actions("confirm")
 NEEDS_FORCE = ("oom", "invalid")
 
 
-class ConfirmSwitch(ModalScreen[tuple[str, bool] | None]):
+class ConfirmSwitch(NotifiesWorkerErrors, ModalScreen[tuple[str, bool] | None]):
     """Returns (layout, force) or None."""
 
     BINDINGS = bindings("confirm")

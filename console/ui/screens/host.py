@@ -17,11 +17,12 @@ from console.ui.widgets.gpu_pane import GpuPane
 from console.ui.widgets.journal_pane import JournalPane, PhaseSeen
 from console.ui.widgets.service_pane import ServicePane, ServiceUpdated, ServiceView
 from console.ui.widgets.switch_progress import SwitchPanel
+from console.ui.worker_errors import NotifiesWorkerErrors
 
 CHANGING = changing_actions("host")
 
 
-class HostScreen(Screen[None]):
+class HostScreen(NotifiesWorkerErrors, Screen[None]):
     """Everything about one host; its panes own their polls, the screen owns the switch."""
 
     BINDINGS = bindings("host")

@@ -15,6 +15,7 @@ from console.config import ServiceConfig
 from console.hosts.base import Host
 from console.ui.keys import bindings, changing_actions
 from console.ui.widgets.service_pane import ServiceView
+from console.ui.worker_errors import NotifiesWorkerErrors
 
 CHANGING = changing_actions("picker")
 
@@ -28,7 +29,7 @@ def fit_cells(fit: Any) -> tuple[str, str, str, str]:
     return str(fit.gpus_used or "-"), weights, headroom, fit.verdict
 
 
-class LayoutPicker(ModalScreen[tuple[str, bool] | None]):
+class LayoutPicker(NotifiesWorkerErrors, ModalScreen[tuple[str, bool] | None]):
     """Returns (layout name, force) once the switch is confirmed, or None."""
 
     BINDINGS = bindings("picker")

@@ -12,6 +12,7 @@ from textual.message import Message
 from textual.widgets import DataTable
 
 from console.ui.widgets.service_pane import age_text
+from console.ui.worker_errors import NotifiesWorkerErrors
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,7 +38,7 @@ COLUMNS = ("host", "link", "data age", "units", "layout", "GPU memory", "health"
 WIDTHS = (14, 5, 11, 10, 22, 26, 18)
 
 
-class FleetTable(DataTable):
+class FleetTable(NotifiesWorkerErrors, DataTable):
     """Polls every host at once in its own worker; a slow or dead host never holds up the others."""
 
     COMPONENT_CLASSES = DataTable.COMPONENT_CLASSES | {"fleet--ok", "fleet--bad", "fleet--warn", "fleet--dim"}
@@ -64,7 +65,7 @@ class FleetTable(DataTable):
             self.add_row(host, "connecting", "-", "-", "-", "-", "-", key=host)
         self.poll()
 
-    @work(exclusive=True, group="fleet-poll")
+    @work(exclusive=True, group="fleet-poll", exit_on_error=False)
     async def poll(self) -> None:
         while True:
             if self.screen.is_current or not self.summaries:

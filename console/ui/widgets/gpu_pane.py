@@ -12,6 +12,7 @@ from textual.widget import Widget
 from console.domain.models import GpuSnapshot
 from console.hosts.base import Host
 from console.hosts.gpus import GpuHistory
+from console.ui.worker_errors import NotifiesWorkerErrors
 
 SPARK = "▁▂▃▄▅▆▇█"
 WARN_FRACTION = 0.80
@@ -31,7 +32,7 @@ def bar(fraction: float, width: int) -> tuple[str, str]:
     return "█" * filled, "░" * (width - filled)
 
 
-class GpuPane(Widget, can_focus=False):
+class GpuPane(NotifiesWorkerErrors, Widget, can_focus=False):
     """Polls its host's GPU source in its own exclusive worker and renders the latest snapshot."""
 
     COMPONENT_CLASSES = {"gpu--ok", "gpu--warn", "gpu--crit", "gpu--dim", "gpu--empty", "gpu--label",
@@ -54,7 +55,7 @@ class GpuPane(Widget, can_focus=False):
     def on_mount(self) -> None:
         self.poll()
 
-    @work(exclusive=True, group="gpu-poll")
+    @work(exclusive=True, group="gpu-poll", exit_on_error=False)
     async def poll(self) -> None:
         """Sample, render, sleep; one poll at a time, ends when the pane unmounts."""
         while True:

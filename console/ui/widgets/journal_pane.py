@@ -22,6 +22,7 @@ from console.domain.models import Engine, Finding, JournalEntry, ReadinessEvent
 from console.hosts.base import Host
 from console.ui.keys import bindings
 from console.ui.widgets.journal_view import JournalView, LineFilter
+from console.ui.worker_errors import NotifiesWorkerErrors
 
 FLUSH_INTERVAL_S = 1 / 30
 BACKLOG_LINES = 400
@@ -58,7 +59,7 @@ class _Classifier:
         return (findings[-1] if findings else None), phase
 
 
-class JournalPane(Vertical):
+class JournalPane(NotifiesWorkerErrors, Vertical):
     """A unit's live journal tail with triage highlighting, follow mode, filter, search and copy."""
 
     BINDINGS = bindings("journal")
@@ -94,7 +95,7 @@ class JournalPane(Vertical):
         self._update_title()
         self.tail(unit)
 
-    @work(exclusive=True, group="journal-tail")
+    @work(exclusive=True, group="journal-tail", exit_on_error=False)
     async def tail(self, unit: str) -> None:
         """Follow the unit's journal until the pane unmounts or another unit is chosen."""
         classifier = _Classifier.create(self.engine)
@@ -143,7 +144,10 @@ class JournalPane(Vertical):
         self._last_flush = time.monotonic()
         batch, self._pending = self._pending, []
         if batch:
-            self.view.append_batch(batch)
+            try:
+                self.view.append_batch(batch)
+            except Exception as exc:  # a line the view cannot take is reported, the stream goes on
+                self.notify(f"journal: {len(batch)} lines dropped: {exc}", severity="error")
             self._update_title()
 
     def _update_title(self) -> None:

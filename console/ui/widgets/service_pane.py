@@ -12,6 +12,7 @@ from textual.message import Message
 from textual.widget import Widget
 
 from console.domain.models import HealthSample, Phase, UnitState
+from console.ui.worker_errors import NotifiesWorkerErrors
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +57,7 @@ def age_text(seconds: float | None) -> str:
     return f"{s // 3600}h{s % 3600 // 60:02d}m"
 
 
-class ServicePane(Widget):
+class ServicePane(NotifiesWorkerErrors, Widget):
     """Polls the service's status in its own worker; failed shows in colour and in words."""
 
     COMPONENT_CLASSES = {"service--label", "service--ok", "service--warn", "service--bad", "service--dim"}
@@ -76,7 +77,7 @@ class ServicePane(Widget):
     def on_mount(self) -> None:
         self.poll()
 
-    @work(exclusive=True, group="service-poll")
+    @work(exclusive=True, group="service-poll", exit_on_error=False)
     async def poll(self) -> None:
         while True:
             try:

@@ -28,18 +28,24 @@ def _distinct_phases(events):
     return out
 
 
-def test_sglang_ready_start_walks_every_phase_in_order():
-    tracker, events = _events(Engine.SGLANG, "sglang_tp8_ready.log")
-    assert _distinct_phases(events) == [
-        Phase.STARTING,
-        Phase.INIT_DISTRIBUTED,
-        Phase.LOADING_WEIGHTS,
-        Phase.KV_CACHE,
-        Phase.CUDA_GRAPHS,
-        Phase.HTTP_UP,
-        Phase.WARMING_UP,
-        Phase.READY,
-    ]
+# Up to HTTP_UP both engines walk the same phases; only SGLang logs a warm-up request before ready.
+_TO_HTTP_UP = [
+    Phase.STARTING, Phase.INIT_DISTRIBUTED, Phase.LOADING_WEIGHTS, Phase.KV_CACHE, Phase.CUDA_GRAPHS, Phase.HTTP_UP,
+]
+
+
+@pytest.mark.parametrize(
+    ("engine", "name", "phases"),
+    [
+        (Engine.SGLANG, "sglang_tp8_ready.log", [*_TO_HTTP_UP, Phase.WARMING_UP, Phase.READY]),
+        (Engine.VLLM, "vllm_tp4_ready.log", [*_TO_HTTP_UP, Phase.READY]),
+    ],
+)
+def test_ready_start_walks_every_phase_in_order_and_never_back(engine, name, phases):
+    tracker, events = _events(engine, name)
+    assert _distinct_phases(events) == phases
+    positions = [ORDER.index(e.phase) for e in events]
+    assert positions == sorted(positions)
     assert tracker.ready
     ready = events[-1]
     assert ready.detail == "ready" and ready.ts > 0
@@ -61,29 +67,9 @@ def test_event_rank_comes_from_the_prefix():
     assert init.rank == "TP0 EP0"
 
 
-def test_phases_never_go_back_within_a_start():
-    for engine, name in [(Engine.SGLANG, "sglang_tp8_ready.log"), (Engine.VLLM, "vllm_tp4_ready.log")]:
-        _, events = _events(engine, name)
-        positions = [ORDER.index(e.phase) for e in events]
-        assert positions == sorted(positions), name
-
-
-def test_vllm_ready_needs_the_api_server_first():
-    tracker, events = _events(Engine.VLLM, "vllm_tp4_ready.log")
-    assert _distinct_phases(events) == [
-        Phase.STARTING,
-        Phase.INIT_DISTRIBUTED,
-        Phase.LOADING_WEIGHTS,
-        Phase.KV_CACHE,
-        Phase.CUDA_GRAPHS,
-        Phase.HTTP_UP,
-        Phase.READY,
-    ]
+def test_vllm_load_progress():
+    _, events = _events(Engine.VLLM, "vllm_tp4_ready.log")
     assert [e.progress for e in events if e.phase is Phase.LOADING_WEIGHTS] == [0.0, 0.25, 0.5, 0.75, 1.0]
-    bare = PhaseTracker(Engine.VLLM)
-    bare.feed("(Worker_TP0 pid=1) INFO 05-26 00:05:24 [r.py:1] Starting to load model m...", 1.0)
-    assert bare.feed("(APIServer pid=2) INFO:     Application startup complete.", 2.0) is None
-    assert bare.phase is Phase.LOADING_WEIGHTS
 
 
 def test_sglang_uvicorn_startup_complete_is_not_ready():
@@ -101,11 +87,37 @@ def test_v1_models_alone_is_never_ready():
     assert event.phase is Phase.READY and event.ts == 4.0 and tracker.ready
 
 
-def test_late_rank_does_not_pull_the_phase_back():
-    tracker = PhaseTracker(Engine.SGLANG)
-    tracker.feed("[2026-05-26 00:06:05 TP0] Load weight begin. avail mem=93.74 GB", 1.0)
-    assert tracker.feed("[2026-05-26 00:06:05 TP3] Init torch distributed begin.", 2.0) is None
-    assert tracker.phase is Phase.LOADING_WEIGHTS
+@pytest.mark.parametrize(
+    ("engine", "first", "second", "phase"),
+    [
+        pytest.param(
+            Engine.VLLM,
+            "(Worker_TP0 pid=1) INFO 05-26 00:05:24 [r.py:1] Starting to load model m...",
+            "(APIServer pid=2) INFO:     Application startup complete.",
+            Phase.LOADING_WEIGHTS,
+            id="vllm-ready-needs-the-api-server-first",
+        ),
+        pytest.param(
+            Engine.SGLANG,
+            "[2026-05-26 00:06:05 TP0] Load weight begin. avail mem=93.74 GB",
+            "[2026-05-26 00:06:05 TP3] Init torch distributed begin.",
+            Phase.LOADING_WEIGHTS,
+            id="late-rank-does-not-pull-the-phase-back",
+        ),
+        pytest.param(
+            Engine.VLLM,
+            "(APIServer pid=2) INFO 05-26 00:06:17 [a.py:1] Starting vLLM API server 0 on http://0.0.0.0:8000",
+            "(APIServer pid=2) INFO:     Started server process [2961]",
+            Phase.HTTP_UP,
+            id="uvicorn-started-server-process-is-not-a-unit-start",
+        ),
+    ],
+)
+def test_second_line_is_no_event_and_keeps_the_phase(engine, first, second, phase):
+    tracker = PhaseTracker(engine)
+    tracker.feed(first, 1.0)
+    assert tracker.feed(second, 2.0) is None
+    assert tracker.phase is phase
 
 
 def test_failure_then_fresh_start():
@@ -140,13 +152,6 @@ def test_clean_exit_is_stopped_not_failed():
     assert tracker.feed("x.service: Main process exited, code=exited, status=0/SUCCESS", 2.0) is None
     event = tracker.feed("May 26 01:00:00 gpu-node-1 systemd[1]: x.service: Deactivated successfully.", 3.0)
     assert event.phase is Phase.STOPPED
-
-
-def test_uvicorn_started_server_process_is_not_a_unit_start():
-    tracker = PhaseTracker(Engine.VLLM)
-    tracker.feed("(APIServer pid=2) INFO 05-26 00:06:17 [a.py:1] Starting vLLM API server 0 on http://0.0.0.0:8000", 1.0)
-    assert tracker.feed("(APIServer pid=2) INFO:     Started server process [2961]", 2.0) is None
-    assert tracker.phase is Phase.HTTP_UP
 
 
 def test_mark_failed_and_vllm_failures():

@@ -92,3 +92,15 @@ def test_fleet_overview(snap_compare) -> None:
         await settle(pilot, lambda: len(table.summaries) == 3)
 
     assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+
+
+def test_failed_service_and_dimmed_gpus(snap_compare) -> None:
+    """TP4 EP2 died: the service pane says FAILED in colour and words; GPUs 4-7 (unused by it) are dim."""
+
+    async def run_before(pilot) -> None:
+        app = pilot.app
+        await settle(pilot, lambda: app.screen.query("#journal-view") and app.screen.last_view is not None)
+        await pilot.press("p")  # per-process memory, on demand
+        await settle(pilot)
+
+    assert snap_compare(fixed_app({"demo": "failed"}), terminal_size=SIZE, run_before=run_before)

@@ -52,7 +52,7 @@ def marker_for(finding: Finding) -> str:
 
     _, label = CLASS_STYLE.get(finding.cls, ("error", finding.cls.value.upper()))
     parts = [label]
-    if finding.rank:
+    if finding.rank and finding.cls != FindingClass.UNIT_FAILED:  # systemd's lines belong to no rank
         parts.append(finding.rank)
     oom = finding.oom
     if oom is not None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 
 from console.domain.models import OomFigures
-from console.domain.units import parse_size
+from console.domain.units import format_bytes, parse_size
 
 #: Substrings that mark a real CUDA out-of-memory text; nothing else is ever read as an OOM.
 OOM_MARKERS = ("CUDA out of memory", "CUDA error: out of memory")
@@ -42,11 +42,6 @@ def size_to_bytes(number: str, unit: str) -> int:
     return parse_size(f"{number} {unit}")
 
 
-def is_oom_text(text: str) -> bool:
-    """True when the text carries one of the CUDA out-of-memory markers."""
-    return any(marker in text for marker in OOM_MARKERS)
-
-
 def parse_oom(text: str) -> OomFigures | None:
     """Parse a CUDA OOM message into byte figures.
 
@@ -65,6 +60,7 @@ def parse_oom(text: str) -> OomFigures | None:
         return None
     # The figures follow the marker; searching from it keeps a long line cheap.
     tried = _TRIED.search(text, start)
+    tried_bytes = size_to_bytes(*tried.groups()) if tried else None
     capacity = _CAPACITY.search(text, start)
     if capacity:
         in_use = _IN_USE.search(text, capacity.end())
@@ -72,7 +68,7 @@ def parse_oom(text: str) -> OomFigures | None:
         reserved = _RESERVED.search(text, capacity.end())
         return OomFigures(
             gpu=int(capacity.group(1)),
-            tried_bytes=size_to_bytes(*tried.groups()) if tried else None,
+            tried_bytes=tried_bytes,
             total_bytes=size_to_bytes(capacity.group(2), capacity.group(3)),
             free_bytes=size_to_bytes(capacity.group(4), capacity.group(5)),
             in_use_bytes=size_to_bytes(*in_use.groups()) if in_use else None,
@@ -85,7 +81,7 @@ def parse_oom(text: str) -> OomFigures | None:
         reserved_total_b = size_to_bytes(old.group(10), old.group(11))
         return OomFigures(
             gpu=int(old.group(1)),
-            tried_bytes=size_to_bytes(*tried.groups()) if tried else None,
+            tried_bytes=tried_bytes,
             total_bytes=size_to_bytes(old.group(2), old.group(3)),
             free_bytes=size_to_bytes(old.group(6), old.group(7)),
             in_use_bytes=None,
@@ -94,8 +90,20 @@ def parse_oom(text: str) -> OomFigures | None:
         )
     return OomFigures(
         gpu=None,
-        tried_bytes=size_to_bytes(*tried.groups()) if tried else None,
+        tried_bytes=tried_bytes,
         total_bytes=None,
         free_bytes=None,
         in_use_bytes=None,
     )
+
+
+def oom_summary(figures: OomFigures, rank: str | None) -> str:
+    """Plain words for an OOM, e.g. "CUDA OOM on GPU 2 (TP2): tried 672.00 MiB with 136.94 MiB free of 94.97 GiB"."""
+    head = "CUDA OOM" + (f" on GPU {figures.gpu}" if figures.gpu is not None else "")
+    head += f" ({rank})" if rank else ""
+    parts = []
+    if figures.tried_bytes is not None:
+        parts.append(f"tried {format_bytes(figures.tried_bytes)}")
+    if figures.free_bytes is not None and figures.total_bytes is not None:
+        parts.append(f"with {format_bytes(figures.free_bytes)} free of {format_bytes(figures.total_bytes)}")
+    return f"{head}: {' '.join(parts)}" if parts else f"{head}: out of memory (no figures in the message)"

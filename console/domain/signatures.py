@@ -13,8 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from console.domain.models import FindingClass, OomFigures
-from console.domain.oom import OOM_MARKERS, parse_oom
-from console.domain.units import format_bytes
+from console.domain.oom import OOM_MARKERS, oom_summary, parse_oom
 
 #: The harmless NCCL warning `Call to bind failed: Address already in use`: never a finding.
 HARMLESS = ("Call to bind failed",)
@@ -70,18 +69,6 @@ def clip(text: str, limit: int = 160) -> str:
     """The text on one printable line, shortened to `limit` characters with an ellipsis."""
     text = " ".join(text[: limit * 2].translate(_CONTROLS).split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def oom_summary(figures: OomFigures, rank: str | None) -> str:
-    """Plain words for an OOM, e.g. "CUDA OOM on GPU 2 (TP2): tried 672.00 MiB with 136.94 MiB free of 94.97 GiB"."""
-    head = "CUDA OOM" + (f" on GPU {figures.gpu}" if figures.gpu is not None else "")
-    head += f" ({rank})" if rank else ""
-    parts = []
-    if figures.tried_bytes is not None:
-        parts.append(f"tried {format_bytes(figures.tried_bytes)}")
-    if figures.free_bytes is not None and figures.total_bytes is not None:
-        parts.append(f"with {format_bytes(figures.free_bytes)} free of {format_bytes(figures.total_bytes)}")
-    return f"{head}: {' '.join(parts)}" if parts else f"{head}: out of memory (no figures in the message)"
 
 
 def _cuda_graph(text: str, rank: str | None) -> Reading:

@@ -89,25 +89,28 @@ class SshTransport:
             kwargs["client_keys"] = [os.path.expanduser(cfg.identity)]
         return kwargs
 
-    async def _options(self) -> tuple[asyncssh.SSHClientConnectionOptions, HostKeyJudge]:
+    async def _options(self) -> tuple[dict[str, object], HostKeyJudge]:
+        """asyncssh connect options, and the judge for keys known_hosts does not list.
+
+        The ssh config is resolved once here only to learn its known_hosts files; `connect()` gets
+        the raw options (with `config`), so asyncssh also applies that config to ProxyJump hops.
+        """
         cfg = self.cfg
         kwargs = self._option_kwargs()
-        opts = await asyncssh.SSHClientConnectionOptions.construct(None, host=self.target, **kwargs)
+        resolved = await asyncssh.SSHClientConnectionOptions.construct(None, host=self.target, **kwargs)
         judge = HostKeyJudge(
-            self.name, known_hosts_files(cfg.known_hosts, opts.known_hosts), cfg.trust_on_first_use
+            self.name, known_hosts_files(cfg.known_hosts, resolved.known_hosts), cfg.trust_on_first_use
         )
-        opts = await asyncssh.SSHClientConnectionOptions.construct(opts, known_hosts=judge.known_hosts_arg())
-        return opts, judge
+        kwargs["known_hosts"] = judge.known_hosts_arg()
+        return kwargs, judge
 
     async def _connect_once(self) -> asyncssh.SSHClientConnection:
         try:
-            opts, judge = await self._options()
+            kwargs, judge = await self._options()
         except (OSError, ValueError, asyncssh.Error) as exc:
             raise HostError(self.name, f"bad SSH settings: {_describe(exc)}") from None
         try:
-            return await asyncssh.connect(
-                self.target, options=opts, client_factory=lambda: JudgingClient(judge)
-            )
+            return await asyncssh.connect(self.target, client_factory=lambda: JudgingClient(judge), **kwargs)
         except asyncssh.HostKeyNotVerifiable as exc:
             raise HostKeyRefused(self.name, judge.refusal or _describe(exc)) from None
         except asyncssh.PermissionDenied:

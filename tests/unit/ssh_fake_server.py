@@ -96,6 +96,11 @@ class _Server(asyncssh.SSHServer):
     def connection_made(self, conn: asyncssh.SSHServerConnection) -> None:
         self.sshd.connections.append(conn)
 
+    def connection_requested(self, dest_host: str, dest_port: int, orig_host: str, orig_port: int) -> bool:
+        # allow direct-tcpip, so the server can serve as a ProxyJump host
+        self.sshd.commands.append(["direct-tcpip", dest_host, str(dest_port)])
+        return True
+
     def begin_auth(self, username: str) -> bool:
         self.sshd.auth_attempts += 1
         return True

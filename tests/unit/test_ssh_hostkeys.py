@@ -102,3 +102,30 @@ async def test_known_hosts_none_in_ssh_config_does_not_switch_checking_off(sshd,
     with pytest.raises(HostKeyRefused, match="unknown host key"):
         await _run_once(sshd.host_config(known_hosts=None, ssh_config=str(config)))
     assert sshd.commands == []
+
+
+async def test_proxyjump_from_ssh_config_reaches_the_target_through_the_jump_host(tmp_path):
+    jump = await start_fake_sshd(tmp_path)
+    target = await start_fake_sshd(tmp_path)  # same client key (reused from tmp_path)
+    try:
+        known = tmp_path / "known_both"
+        known.write_text(
+            f"[127.0.0.1]:{jump.port} {jump.host_key.export_public_key().decode()}"
+            f"[127.0.0.1]:{target.port} {target.host_key.export_public_key().decode()}"
+        )
+        config = tmp_path / "jump_config"
+        common = f"  HostName 127.0.0.1\n  User tester\n  IdentityFile {jump.client_key_path}\n  UserKnownHostsFile {known}\n"
+        config.write_text(
+            f"Host bastion\n  Port {jump.port}\n{common}Host gpu-behind\n  Port {target.port}\n  ProxyJump bastion\n{common}"
+        )
+        cfg = target.host_config(
+            name="gpu-node-3", address="gpu-behind", port=None, user=None, identity=None,
+            known_hosts=None, ssh_config=str(config),
+        )  # fmt: skip
+        result, _ = await _run_once(cfg)
+        assert json.loads(result.stdout) == ["hi"]
+        assert ["direct-tcpip", "127.0.0.1", str(target.port)] in jump.commands
+        assert target.commands == [["echo-argv", "hi"]]
+    finally:
+        await jump.stop()
+        await target.stop()

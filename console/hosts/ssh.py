@@ -247,9 +247,13 @@ class SshTransport:
         args = tuple(argv)
         async with self._run_slots:
             proc = await self._open_channel(cmd, args)
-            data = input.encode() if input is not None else None
             try:
-                out, err = await asyncio.wait_for(proc.communicate(data), timeout_s)
+                # stdin always ends (empty when there is no input), as with LocalTransport's
+                # /dev/null: a command that reads stdin must never wait for the console.
+                if input:
+                    proc.stdin.write(input.encode())
+                proc.stdin.write_eof()
+                out, err = await asyncio.wait_for(proc.communicate(), timeout_s)
             except TimeoutError:
                 proc.close()
                 raise HostError(self.name, f"{args[0]} timed out after {timeout_s:g} s") from None

@@ -43,6 +43,9 @@ async def test_run_reports_exit_status_and_stderr_and_passes_input(transport):
     assert failed.exit_status == 3 and "no such unit" in failed.stderr
     echoed = await transport.run(["cat"], input="hello\nworld\n")
     assert echoed.stdout == "hello\nworld\n"
+    # stdin ends even without input (or with an empty one): nothing waits for the console
+    assert (await transport.run(["cat"], timeout_s=5)).stdout == ""
+    assert (await transport.run(["cat"], input="", timeout_s=5)).stdout == ""
 
 
 async def test_commands_share_one_connection(transport, sshd):

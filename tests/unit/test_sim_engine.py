@@ -20,23 +20,12 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from sim_fixtures import KIMI, REPO, free_port
 
 from console.domain.models import Engine, FindingClass, Phase
 from console.domain.phases import PhaseTracker
 from console.domain.triage import triage_lines
 from console.sim.ledger import read_processes, read_snapshot
-
-REPO = Path(__file__).resolve().parents[2]
-KIMI = REPO / "console" / "sim" / "models" / "moonshotai--Kimi-K2.6.json"
-if not KIMI.exists():
-    KIMI = Path("/work/shared/models/moonshotai--Kimi-K2.6.json")
-
-
-def free_port() -> int:
-    """A loopback port nobody listens on right now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class EngineProcess:
@@ -101,6 +90,16 @@ class EngineProcess:
 
     def url(self, path: str) -> str:
         return f"http://127.0.0.1:{self.port}{path}"
+
+
+def run_failing(ledger: Path, *flags: str, **kwargs) -> EngineProcess:
+    """Run the engine until it exits, which must be with status 1; killed if the wait fails."""
+    eng = EngineProcess(ledger, *flags, **kwargs)
+    try:
+        assert eng.wait_exit() == 1
+    finally:
+        eng.kill()
+    return eng
 
 
 def http_status(url: str, *, data: bytes | None = None, timeout_s: float = 2.0) -> int | None:
@@ -249,11 +248,7 @@ def test_ep8_starts_like_sglang_and_serves(tmp_path: Path) -> None:
 
 def test_tp4_ep2_runs_out_of_memory_on_gpu_2(tmp_path: Path) -> None:
     ledger = tmp_path / "ledger"
-    eng = EngineProcess(ledger, "--tp-size", "4", "--ep-size", "2", scale=0.02)
-    try:
-        assert eng.wait_exit() == 1
-    finally:
-        eng.kill()
+    eng = run_failing(ledger, "--tp-size", "4", "--ep-size", "2", scale=0.02)
     findings = [f for f in triage_lines(eng.lines) if f.cls is FindingClass.CUDA_OOM]
     assert findings, eng.text()[-3000:]
     oom = findings[0].oom
@@ -295,11 +290,7 @@ def test_memory_another_process_holds_is_not_free(tmp_path: Path) -> None:
     orphan.set(3, used_mib=60_000)
     orphan.flush()
     try:
-        eng = EngineProcess(ledger, "--tp-size", "8", "--ep-size", "8", scale=0.02)
-        try:
-            assert eng.wait_exit() == 1
-        finally:
-            eng.kill()
+        eng = run_failing(ledger, "--tp-size", "8", "--ep-size", "8", scale=0.02)
     finally:
         orphan.remove()
     oom = next(f.oom for f in triage_lines(eng.lines) if f.cls is FindingClass.CUDA_OOM)
@@ -326,11 +317,7 @@ def test_memory_another_process_holds_is_not_free(tmp_path: Path) -> None:
 def test_failures_print_the_engines_text_and_exit_1(
     tmp_path: Path, flags: list[str], cls: FindingClass, text: str
 ) -> None:
-    eng = EngineProcess(tmp_path / "ledger", "--tp-size", "8", *flags, scale=0.02)
-    try:
-        assert eng.wait_exit() == 1
-    finally:
-        eng.kill()
+    eng = run_failing(tmp_path / "ledger", "--tp-size", "8", *flags, scale=0.02)
     assert text in eng.text()
     assert cls in {f.cls for f in triage_lines(eng.lines)}, eng.text()[-2000:]
     assert "The server is fired up" not in eng.text()
@@ -344,11 +331,7 @@ def test_a_port_really_in_use_fails_after_loading(tmp_path: Path) -> None:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        eng = EngineProcess(tmp_path / "ledger", "--tp-size", "8", "--pp-size", "1", port=port, scale=0.02)
-        try:
-            assert eng.wait_exit() == 1
-        finally:
-            eng.kill()
+        eng = run_failing(tmp_path / "ledger", "--tp-size", "8", "--pp-size", "1", port=port, scale=0.02)
     out = eng.text()
     assert out.index("Capture cuda graph end") < out.index(
         f"ERROR:    [Errno 98] error while attempting to bind on address ('127.0.0.1', {port}): "
@@ -373,26 +356,21 @@ def test_sigterm_while_loading_frees_the_gpus(tmp_path: Path) -> None:
 
 
 def test_bad_layouts_fail_with_one_reason(tmp_path: Path) -> None:
-    eng = EngineProcess(tmp_path / "ledger", "--tp-size", "4", "--ep-size", "3")
-    assert eng.wait_exit() == 1
+    eng = run_failing(tmp_path / "ledger", "--tp-size", "4", "--ep-size", "3")
     assert "AssertionError: --ep-size 3 must divide --tp-size 4" in eng.text()
-    eng = EngineProcess(tmp_path / "ledger", "--tp-size", "16")
-    assert eng.wait_exit() == 1
+    eng = run_failing(tmp_path / "ledger", "--tp-size", "16")
     assert " TP8] Scheduler hit an exception" in eng.text()  # the first rank without a GPU
     assert "RuntimeError: CUDA error: invalid device ordinal" in eng.text()
-    eng = EngineProcess(tmp_path / "ledger", model=tmp_path / "missing.json")
-    assert eng.wait_exit() == 1
+    eng = run_failing(tmp_path / "ledger", model=tmp_path / "missing.json")
     assert eng.lines == [f"Error: {tmp_path / 'missing.json'}: no such model config"]
     (tmp_path / "a-file").write_text("")
-    eng = EngineProcess(tmp_path / "a-file" / "ledger")
-    assert eng.wait_exit() == 1
+    eng = run_failing(tmp_path / "a-file" / "ledger")
     assert eng.lines[-1].startswith("Error: cannot write the simulated GPU ledger in ")
 
 
 def test_unknown_sglang_flags_are_named_and_ignored(tmp_path: Path) -> None:
-    eng = EngineProcess(tmp_path / "ledger", "--tp-size", "8", "--enable-mixed-chunk",
-                        "--speculative-algorithm", "EAGLE", "--fail", "kv", scale=0.01)
-    assert eng.wait_exit() == 1
+    eng = run_failing(tmp_path / "ledger", "--tp-size", "8", "--enable-mixed-chunk",
+                      "--speculative-algorithm", "EAGLE", "--fail", "kv", scale=0.01)
     assert "WARNING: the simulated engine accepts and ignores --enable-mixed-chunk --speculative-algorithm" \
         in eng.text()
     assert "Not enough memory" in eng.text()

@@ -47,7 +47,7 @@ class SshTransport:
         keepalive_interval_s: float = 5.0,
         keepalive_count_max: int = 3,
         backoff_base_s: float = 0.2,
-        backoff_max_s: float = 30.0,
+        backoff_max_s: float = 15.0,
     ) -> None:
         self.name = cfg.name
         self.cfg = cfg
@@ -121,6 +121,10 @@ class SshTransport:
             ) from None
         except (OSError, asyncssh.Error) as exc:
             raise HostError(self.name, f"SSH connect to {self.target} failed: {_describe(exc)}") from None
+        except Exception as exc:  # e.g. an unreadable key file; the supervisor must live on
+            raise HostError(
+                self.name, f"SSH connect to {self.target} failed: {type(exc).__name__}: {_describe(exc)}"
+            ) from None
 
     def _notify(self) -> None:
         self._changed.set()
@@ -189,7 +193,9 @@ class SshTransport:
             if self._closing:
                 raise HostError(self.name, "transport is closed")
             if not wait and not self._attempting and self._last_error is not None:
-                raise self._last_error
+                # a fresh exception each time: re-raising one object would grow its traceback
+                err = self._last_error
+                raise type(err)(self.name, str(err).removeprefix(f"{self.name}: "))
             changed = self._changed
             if wait:
                 await changed.wait()

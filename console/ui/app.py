@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import signal
 import time
 from collections.abc import Callable, Sequence
 
@@ -82,6 +83,13 @@ class ConsoleApp(NotifiesWorkerErrors, App[None]):
         return FleetScreen()
 
     def on_mount(self) -> None:
+        if not self.is_headless:
+            # A closed terminal (SIGHUP) or a kill (SIGTERM) still ends the app the orderly way, so the
+            # demo stops its units and connections close.
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGHUP, signal.SIGTERM):
+                with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                    loop.add_signal_handler(sig, self.exit)
         self._install_themes()
         keymap, self.keymap_problems = validate_keymap(self.ui_config.keys)
         self.set_keymap(keymap)

@@ -111,3 +111,13 @@ def test_control_characters_are_replaced() -> None:
 
     assert clean_text("a\x1b[31mb\tc") == "a\ufffd[31mb c"
     assert len(clean_text("x" * 10_000)) < 4100
+
+
+async def test_click_selects_a_line() -> None:
+    app = ViewApp(cap=10_000)
+    async with app.run_test(size=(80, 20)) as pilot:
+        view = app.query_one(JournalView)
+        view.append_batch(lines(10))
+        await pilot.pause()
+        await pilot.click(JournalView, offset=(5, 3))
+        assert view.cursor_line is not None and view.cursor_line.text == "line 3"

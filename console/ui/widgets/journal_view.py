@@ -16,6 +16,7 @@ from typing import NamedTuple
 from rich.segment import Segment
 from rich.style import Style
 from textual.cache import LRUCache
+from textual.events import Click
 from textual.geometry import Size
 from textual.message import Message
 from textual.reactive import var
@@ -329,6 +330,14 @@ class JournalView(ScrollView, can_focus=True):
             target = seqs[i] if i < len(seqs) else seqs[0]
         self.move_cursor_to(target)
         return self._line_by_seq(target)
+
+    def on_click(self, event: Click) -> None:
+        """A click selects the line under the mouse (for `c` to copy, `e` to step from)."""
+        line = self.line_at_row(int(self.scroll_y) + event.y)
+        if line is not None:
+            self.cursor_seq = line.seq
+            self._cache.clear()
+            self.refresh()
 
     def clear_cursor(self) -> None:
         self.cursor_seq = None

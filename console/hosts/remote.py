@@ -19,7 +19,8 @@ from console.hosts.gpus import NvidiaSmiSource
 from console.hosts.health import HttpHealthProbe
 from console.hosts.local import LocalTransport
 from console.hosts.nvml import NvmlSource
-from console.hosts.ssh import SshPortForward, SshTransport
+from console.hosts.ssh import SshTransport
+from console.hosts.ssh_forward import SshPortForward
 from console.hosts.systemd import SystemdManager
 
 LOCK_DIR = "/run/lock"

@@ -31,7 +31,8 @@ MAX_RUNS = 4
 MAX_STREAMS = 5
 
 
-def _describe(exc: BaseException) -> str:
+def describe_error(exc: BaseException) -> str:
+    """The first line of an exception's message (its type name when it has none)."""
     text = str(exc).strip() or type(exc).__name__
     return text.splitlines()[0]
 
@@ -108,11 +109,11 @@ class SshTransport:
         try:
             kwargs, judge = await self._options()
         except (OSError, ValueError, asyncssh.Error) as exc:
-            raise HostError(self.name, f"bad SSH settings: {_describe(exc)}") from None
+            raise HostError(self.name, f"bad SSH settings: {describe_error(exc)}") from None
         try:
             return await asyncssh.connect(self.target, client_factory=lambda: JudgingClient(judge), **kwargs)
         except asyncssh.HostKeyNotVerifiable as exc:
-            raise HostKeyRefused(self.name, judge.refusal or _describe(exc)) from None
+            raise HostKeyRefused(self.name, judge.refusal or describe_error(exc)) from None
         except asyncssh.PermissionDenied:
             raise HostError(self.name, f"SSH login to {self.target} refused (no accepted key)") from None
         except TimeoutError:
@@ -120,10 +121,12 @@ class SshTransport:
                 self.name, f"SSH connect to {self.target} timed out after {self.cfg.connect_timeout_s:g} s"
             ) from None
         except (OSError, asyncssh.Error) as exc:
-            raise HostError(self.name, f"SSH connect to {self.target} failed: {_describe(exc)}") from None
+            raise HostError(
+                self.name, f"SSH connect to {self.target} failed: {describe_error(exc)}"
+            ) from None
         except Exception as exc:  # e.g. an unreadable key file; the supervisor must live on
             raise HostError(
-                self.name, f"SSH connect to {self.target} failed: {type(exc).__name__}: {_describe(exc)}"
+                self.name, f"SSH connect to {self.target} failed: {type(exc).__name__}: {describe_error(exc)}"
             ) from None
 
     def _notify(self) -> None:
@@ -266,7 +269,7 @@ class SshTransport:
             except (OSError, asyncssh.Error) as exc:
                 proc.close()
                 raise TransportLost(
-                    self.name, f"connection lost during {args[0]}: {_describe(exc)}"
+                    self.name, f"connection lost during {args[0]}: {describe_error(exc)}"
                 ) from None
         if proc.exit_status is None and proc.exit_signal is None:
             raise TransportLost(self.name, f"connection lost during {args[0]}")
@@ -287,10 +290,10 @@ class SshTransport:
                 return await conn.create_process(cmd, encoding=None)
             except (OSError, asyncssh.Error) as exc:
                 if not conn.is_closed() and isinstance(exc, asyncssh.ChannelOpenError):
-                    raise HostError(self.name, f"cannot open an SSH channel: {_describe(exc)}") from None
+                    raise HostError(self.name, f"cannot open an SSH channel: {describe_error(exc)}") from None
                 if attempt == 2:
                     raise TransportLost(
-                        self.name, f"connection lost starting {args[0]}: {_describe(exc)}"
+                        self.name, f"connection lost starting {args[0]}: {describe_error(exc)}"
                     ) from None
                 conn.abort()
                 await asyncio.sleep(0)
@@ -319,10 +322,10 @@ class SshTransport:
             except asyncssh.ChannelOpenError as exc:
                 if conn.is_closed():
                     raise TransportLost(self.name, f"connection lost starting {args[0]}") from None
-                raise HostError(self.name, f"cannot open an SSH channel: {_describe(exc)}") from None
+                raise HostError(self.name, f"cannot open an SSH channel: {describe_error(exc)}") from None
             except (OSError, asyncssh.Error) as exc:
                 raise TransportLost(
-                    self.name, f"connection lost starting {args[0]}: {_describe(exc)}"
+                    self.name, f"connection lost starting {args[0]}: {describe_error(exc)}"
                 ) from None
             stderr_tail = bytearray()
             err_task = asyncio.create_task(_drain(proc.stderr, stderr_tail))
@@ -336,7 +339,7 @@ class SshTransport:
                     await asyncio.wait_for(proc.wait_closed(), 5.0)
             except (OSError, asyncssh.Error) as exc:
                 raise TransportLost(
-                    self.name, f"connection lost during {args[0]}: {_describe(exc)}"
+                    self.name, f"connection lost during {args[0]}: {describe_error(exc)}"
                 ) from None
             if proc.exit_status is None and proc.exit_signal is None:
                 raise TransportLost(self.name, f"connection lost during {args[0]}")
@@ -360,47 +363,3 @@ async def _drain(reader: asyncssh.SSHReader[bytes], tail: bytearray) -> None:
         while chunk := await reader.read(_READ_CHUNK):
             tail.extend(chunk)
             del tail[:-_STDERR_TAIL]
-
-
-class SshPortForward:
-    """A local port forwarded to `remote_host:remote_port` on the host, over its shared connection.
-
-    Rebuilt transparently after a reconnect (a listener dies with the connection it belongs to).
-    """
-
-    def __init__(self, transport: SshTransport, remote_host: str, remote_port: int) -> None:
-        self.transport = transport
-        self.remote_host = remote_host
-        self.remote_port = remote_port
-        self._listener: asyncssh.SSHListener | None = None
-        self._conn: asyncssh.SSHClientConnection | None = None
-        self._lock = asyncio.Lock()
-
-    async def local_port(self) -> int:
-        """The local port that currently reaches the remote one.
-
-        Raises:
-            HostError: the host is down or refused the forward.
-        """
-        async with self._lock:
-            conn = await self.transport.connection()
-            if self._listener is None or self._conn is not conn:
-                if self._listener is not None:
-                    self._listener.close()
-                try:
-                    self._listener = await conn.forward_local_port(
-                        "127.0.0.1", 0, self.remote_host, self.remote_port
-                    )
-                except (OSError, asyncssh.Error) as exc:
-                    self._listener = None
-                    raise HostError(
-                        self.transport.name,
-                        f"cannot forward a local port to {self.remote_host}:{self.remote_port}: {_describe(exc)}",
-                    ) from None
-                self._conn = conn
-            return self._listener.get_port()
-
-    async def close(self) -> None:
-        if self._listener is not None:
-            self._listener.close()
-            self._listener = None

@@ -14,7 +14,8 @@ from console.hosts.base import LockBusy
 from console.hosts.health import HttpHealthProbe
 from console.hosts.local import LocalTransport
 from console.hosts.remote import FlockHostLock, NoGpuSource, build_remote_host, lock_path
-from console.hosts.ssh import SshPortForward, SshTransport
+from console.hosts.ssh import SshTransport
+from console.hosts.ssh_forward import SshPortForward
 from console.hosts.systemd import SystemdManager
 
 

@@ -17,10 +17,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from console.domain.layout import Layout
+from console.domain.units import GIB, MIB
 from console.sim.logfmt import Rank
 
-MIB = 1 << 20
-GIB = 1 << 30
 LOAD_RATE_BYTES_PER_S = 6.3 * GIB
 RATE_JITTER = 0.03
 # Chosen so the demo (Kimi K2.6, TP4 EP2) overflows on GPU 2 first, as in the seed's log.
@@ -31,6 +30,11 @@ def layout_rng(layout: Layout, purpose: str) -> random.Random:
     """A random source fixed per layout and purpose, so each layout's story repeats exactly."""
     key = f"{_JITTER_SALT}|{layout.name}|{purpose}"
     return random.Random(zlib.crc32(key.encode()))
+
+
+def _bytes_between_mib(rng: random.Random, low_mib: int, high_mib: int) -> int:
+    """A size from `low_mib` to `high_mib` MiB, to the byte (real footprints are not whole MiB)."""
+    return rng.randint(low_mib, high_mib) * MIB + rng.randint(0, MIB - 1)
 
 
 @dataclass
@@ -130,7 +134,7 @@ def make_memories(
     rng = layout_rng(layout, "memory")
     return [
         RankMemory(gpu=gpu, capacity_bytes=capacity_bytes, other_bytes=other_bytes.get(gpu, 0),
-                   context_bytes=rng.randint(520, 590) * MIB + rng.randint(0, MIB - 1))
+                   context_bytes=_bytes_between_mib(rng, 520, 590))
         for gpu in physical
     ]
 
@@ -140,12 +144,12 @@ def nccl_buffer_bytes(layout: Layout, rng: random.Random) -> int:
     world = layout.tp * layout.pp
     if world <= 1:
         return 0
-    return rng.randint(360, 420) * MIB + rng.randint(0, MIB - 1)
+    return _bytes_between_mib(rng, 360, 420)
 
 
 def fragmentation_bytes(rng: random.Random) -> int:
     """Memory the caching allocator holds but cannot reuse for a big tensor (a few hundred MiB)."""
-    return rng.randint(180, 300) * MIB + rng.randint(0, MIB - 1)
+    return _bytes_between_mib(rng, 180, 300)
 
 
 def rank_rates(ranks: Sequence[Rank], layout: Layout) -> list[float]:

@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from console.domain.models import GpuProcess, GpuSample, GpuSnapshot
+from console.domain.units import MIB
 from console.sim import ledger as ledger_mod
 from console.sim.nvidia_smi_table import render_table
 
@@ -40,7 +41,7 @@ def _reserved_mib(g: GpuSample) -> int:
     from console.domain.engine_memory import torch_capacity_bytes
 
     total = g.total_mib or 0
-    return max(0, total - torch_capacity_bytes(total) // (1 << 20))
+    return max(0, total - torch_capacity_bytes(total) // MIB)
 
 
 def _power_w(g: GpuSample) -> str:

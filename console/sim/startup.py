@@ -17,13 +17,13 @@ from console.domain.layout import Layout
 from console.domain.model_spec import ModelSpec
 from console.domain.models import Engine
 from console.domain.sharding import placement
+from console.domain.units import GIB, MIB
 from console.domain.weights import rank_load_plan
 from console.sim import failures
 from console.sim.clock import SimClock
 from console.sim.engine_args import EngineArgs, cuda_devices
 from console.sim.ledger import ProcLedger, read_inventory, read_processes
 from console.sim.loading import (
-    GIB,
     OomEvent,
     RankLoader,
     fragmentation_bytes,
@@ -87,7 +87,7 @@ class Startup:
         for rec in read_processes(self.args.ledger_dir):
             if rec.pid != self.ledger.pid:
                 for gpu, mib in rec.used_mib.items():
-                    other[gpu] = other.get(gpu, 0) + mib * (1 << 20)
+                    other[gpu] = other.get(gpu, 0) + mib * MIB
         return other
 
     def sync_ledger(self) -> None:
@@ -188,10 +188,9 @@ class Startup:
             load_s += tick
             await self.at(begin + load_s)
             events = [ev for ld in loaders if (ev := ld.advance(load_s)) is not None]
-            if events:
-                self.sync_ledger()
-                raise self.fail(self.oom_lines(min(events, key=lambda e: (e.at_s, e.rank.index))))
             self.sync_ledger()
+            if events:
+                raise self.fail(self.oom_lines(min(events, key=lambda e: (e.at_s, e.rank.index))))
             done = int(loaders[0].progress_fraction(load_s) * shards)
             if done > shown:
                 shown = done

@@ -56,6 +56,16 @@ class EngineArgs:
     """Other `--flags` (SGLang has hundreds); the engine names them in one warning line."""
 
 
+# SGLang flags accepted for fidelity that change nothing in the simulation; their values are kept
+# (`EngineArgs.passthrough`) for the server_args line.
+_NO_EFFECT_SWITCHES = ("--trust-remote-code", "--disable-cuda-graph", "--enable-torch-compile",
+                       "--skip-server-warmup", "--enable-ep-moe")
+_NO_EFFECT_OPTIONS = ("--tokenizer-path", "--log-level", "--log-level-http", "--attention-backend",
+                      "--kv-cache-dtype", "--quantization", "--tool-call-parser", "--reasoning-parser",
+                      "--moe-a2a-backend", "--dist-init-addr", "--nnodes", "--node-rank", "--chat-template",
+                      "--dtype", "--load-format")
+
+
 def _build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m console.sim.engine",
@@ -81,15 +91,11 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--random-seed", type=int, default=None)
     p.add_argument("--base-gpu-id", type=int, default=0)
     p.add_argument("--gpu-id-step", type=int, default=1)
-    # Accepted for fidelity; they change nothing in the simulation.
-    for flag in ("--trust-remote-code", "--disable-cuda-graph", "--enable-torch-compile",
-                 "--skip-server-warmup", "--enable-ep-moe"):
+    for flag in _NO_EFFECT_SWITCHES:
         p.add_argument(flag, action="store_true")
-    for flag in ("--tokenizer-path", "--log-level", "--log-level-http", "--attention-backend",
-                 "--kv-cache-dtype", "--quantization", "--tool-call-parser", "--reasoning-parser",
-                 "--moe-a2a-backend", "--dist-init-addr", "--nnodes", "--node-rank", "--api-key",
-                 "--chat-template", "--dtype", "--load-format"):
+    for flag in _NO_EFFECT_OPTIONS:
         p.add_argument(flag, default=None)
+    p.add_argument("--api-key", default=None)  # accepted, never kept: a secret has no place in server_args
     sim = p.add_argument_group("simulated host")
     sim.add_argument("--gpu-count", type=int, default=8)
     sim.add_argument("--gpu-total-mib", type=int, default=97887,
@@ -102,12 +108,6 @@ def _build_parser() -> argparse.ArgumentParser:
                           "/var/lib/serve-console-sim/ledger)")
     sim.add_argument("--fail", choices=FAILURES, default=None, help="inject a real failure")
     return p
-
-
-_PASSTHROUGH = ("trust_remote_code", "disable_cuda_graph", "enable_torch_compile", "skip_server_warmup",
-                "tokenizer_path", "log_level", "attention_backend", "kv_cache_dtype", "quantization",
-                "tool_call_parser", "reasoning_parser", "moe_a2a_backend", "dist_init_addr", "nnodes",
-                "node_rank", "chat_template", "dtype", "load_format")
 
 
 def resolve_config_path(model_path: str) -> Path:
@@ -186,7 +186,10 @@ def parse_engine_args(argv: Sequence[str] | None = None) -> EngineArgs:
         parser.error("--mem-fraction-static must be between 0 and 1")
     layout = Layout(tp=ns.tp_size, ep=ns.ep_size, pp=ns.pp_size, dp=ns.dp_size,
                     dp_attention=ns.enable_dp_attention)
-    passthrough = tuple((name, getattr(ns, name)) for name in _PASSTHROUGH)
+    passthrough = tuple(
+        (dest, getattr(ns, dest))
+        for dest in (flag[2:].replace("-", "_") for flag in _NO_EFFECT_SWITCHES + _NO_EFFECT_OPTIONS)
+    )
     return EngineArgs(
         model_path=ns.model_path,
         config_path=resolve_config_path(ns.model_path),

@@ -7,7 +7,8 @@ import re
 from textual.app import App, ComposeResult
 
 from console.domain.models import Finding, FindingClass, OomFigures
-from console.ui.widgets.journal_view import JournalView, LineFilter, marker_for
+from console.ui.widgets.journal_lines import LineFilter, marker_for
+from console.ui.widgets.journal_view import JournalView
 
 OOM = Finding(
     FindingClass.CUDA_OOM, "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 672.00 MiB.",
@@ -107,7 +108,7 @@ def test_marker_names_rank_gpu_and_figures() -> None:
 
 
 def test_control_characters_are_replaced() -> None:
-    from console.ui.widgets.journal_view import clean_text
+    from console.ui.widgets.journal_lines import clean_text
 
     assert clean_text("a\x1b[31mb\tc") == "a\ufffd[31mb c"
     assert len(clean_text("x" * 10_000)) < 4100

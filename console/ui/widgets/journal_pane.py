@@ -21,7 +21,8 @@ from textual.widgets import Input
 from console.domain.models import Engine, Finding, JournalEntry, ReadinessEvent
 from console.hosts.base import Host
 from console.ui.keys import bindings
-from console.ui.widgets.journal_view import JournalView, LineFilter
+from console.ui.widgets.journal_lines import LineFilter
+from console.ui.widgets.journal_view import JournalView
 from console.ui.worker_errors import NotifiesWorkerErrors
 
 FLUSH_INTERVAL_S = 1 / 30

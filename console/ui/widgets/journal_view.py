@@ -10,8 +10,6 @@ from __future__ import annotations
 import re
 from bisect import bisect_left
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import NamedTuple
 
 from rich.segment import Segment
 from rich.style import Style
@@ -23,91 +21,8 @@ from textual.reactive import var
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from console.domain.models import Finding, FindingClass
-
-_CONTROL = re.compile("[\u0000-\u0008\u000b-\u001f\u007f]")
-
-#: Triage class -> component class suffix and the short marker label shown before the line.
-CLASS_STYLE = {
-    FindingClass.CUDA_OOM: ("oom", "OOM"),
-    FindingClass.KV_CACHE_TOO_SMALL: ("oom", "KV"),
-    FindingClass.MEMORY_IN_USE: ("oom", "MEM"),
-    FindingClass.NCCL: ("nccl", "NCCL"),
-    FindingClass.TRACEBACK: ("traceback", "TRACE"),
-    FindingClass.UNIT_FAILED: ("error", "UNIT"),
-}
-
-
-def clean_text(text: str, max_chars: int = 4000) -> str:
-    """Strip control characters and tabs so a line's cells equal what the terminal shows."""
-    if text.isprintable() and len(text) <= max_chars:
-        return text  # the common case, checked at C speed
-    if len(text) > max_chars:
-        text = text[:max_chars] + f" … [{len(text) - max_chars} more chars]"
-    return _CONTROL.sub("\ufffd", text.expandtabs())
-
-
-def marker_for(finding: Finding) -> str:
-    """The short label shown before a finding's line: class, rank, and for OOM its figures."""
-    from console.domain.units import format_bytes
-
-    _, label = CLASS_STYLE.get(finding.cls, ("error", finding.cls.value.upper()))
-    parts = [label]
-    if finding.rank and finding.cls != FindingClass.UNIT_FAILED:  # systemd's lines belong to no rank
-        parts.append(finding.rank)
-    oom = finding.oom
-    if oom is not None:
-        if oom.gpu is not None:
-            parts.append(f"GPU{oom.gpu}")
-        if oom.tried_bytes is not None:
-            parts.append(f"tried {format_bytes(oom.tried_bytes)}")
-        if oom.free_bytes is not None:
-            parts.append(f"free {format_bytes(oom.free_bytes)}")
-    return " " + " ".join(parts) + " "
-
-
-class JournalLine(NamedTuple):
-    """One stored line: `seq` numbers every line ever received and keys the strip cache.
-
-    A named tuple, not a dataclass: it is built once per journal line, at tens of thousands a second.
-    """
-
-    seq: int
-    text: str
-    unit: str
-    ts: float | None = None
-    finding: Finding | None = None
-
-    @property
-    def style_key(self) -> str | None:
-        if self.finding is None:
-            return None
-        return CLASS_STYLE.get(self.finding.cls, ("error", ""))[0]
-
-
-@dataclass(frozen=True, slots=True)
-class LineFilter:
-    """What `/` typed: a regex over the text, or `class:NAME` (oom, nccl, traceback, error, finding)."""
-
-    text: str
-    regex: re.Pattern[str] | None = None
-    style_key: str | None = None
-
-    @classmethod
-    def parse(cls, text: str) -> LineFilter:
-        """Parse the filter text; raises `re.error` for a bad regex."""
-        text = text.strip()
-        if text.startswith("class:"):
-            return cls(text, style_key=text[len("class:") :].strip().lower() or "finding")
-        return cls(text, regex=re.compile(text, re.IGNORECASE))
-
-    def matches(self, line: JournalLine) -> bool:
-        if self.style_key is not None:
-            if line.finding is None:
-                return False
-            return self.style_key in ("finding", line.style_key, line.finding.cls.value)
-        assert self.regex is not None
-        return self.regex.search(line.text) is not None
+from console.domain.models import Finding
+from console.ui.widgets.journal_lines import JournalLine, LineFilter, clean_text, marker_for
 
 
 class JournalView(ScrollView, can_focus=True):

@@ -17,8 +17,8 @@ import json
 import os
 import socket
 import time
-from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass
+from collections.abc import AsyncIterator
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from console.domain.models import GpuProcess, GpuSample, GpuSnapshot
@@ -104,14 +104,7 @@ def ensure_inventory(
     gpus = [
         InventoryGpu(i, gpu_uuid(host, i), name, total_mib, pci_bus_id(i)) for i in range(count)
     ]
-    doc = {
-        "gpus": [
-            {"index": g.index, "uuid": g.uuid, "name": g.name, "total_mib": g.total_mib,
-             "pci_bus_id": g.pci_bus_id}
-            for g in gpus
-        ]
-    }
-    _write_json_atomic(path / INVENTORY_FILE, doc)
+    _write_json_atomic(path / INVENTORY_FILE, {"gpus": [asdict(g) for g in gpus]})
     return gpus
 
 
@@ -215,11 +208,6 @@ class ProcLedger:
             self.used_mib[gpu] = max(0, int(used_mib))
         if util_pct is not None:
             self.util_pct[gpu] = max(0, min(100, int(util_pct)))
-
-    def set_util(self, values: Mapping[int, int]) -> None:
-        """Set the utilisation of several GPUs at once."""
-        for gpu, pct in values.items():
-            self.set(gpu, util_pct=pct)
 
     def flush(self) -> None:
         """Write the file if anything changed since the last write."""

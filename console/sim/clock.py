@@ -16,10 +16,6 @@ class SimClock:
         self.scale = scale
         self._t0 = time.monotonic()
 
-    def now_s(self) -> float:
-        """Story seconds since start."""
-        return (time.monotonic() - self._t0) / self.scale
-
     async def until(self, story_s: float) -> None:
         """Sleep until story second `story_s` (returns at once if it has passed)."""
         delay = story_s * self.scale - (time.monotonic() - self._t0)

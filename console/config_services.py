@@ -10,6 +10,7 @@ from urllib.parse import urlsplit
 from console.config import DROP_IN, ENV_FILE, MAPPINGS, TEMPLATE, UNIT_PER_LAYOUT, LayoutConfig, ServiceConfig
 from console.config_fields import Table, shown
 from console.domain.layout import Layout, LayoutError, check_layout, parse_layout
+from console.domain.layout_parse import MAX_PARALLEL_SIZE
 from console.domain.models import Engine
 
 SERVICE_KEYS = (
@@ -26,8 +27,9 @@ SERVICE_KEYS = (
     "sudo",
     "layouts",
 )
-LAYOUT_KEYS = ("name", "tp", "ep", "pp", "dp", "dp_attention", "args", "unit")
-PARALLEL_KEYS = ("tp", "ep", "pp", "dp", "dp_attention")
+SIZE_KEYS = ("tp", "ep", "pp", "dp")
+PARALLEL_KEYS = (*SIZE_KEYS, "dp_attention")
+LAYOUT_KEYS = ("name", *PARALLEL_KEYS, "args", "unit")
 HEALTH_VIA = ("direct", "ssh")
 
 # systemd's unit-name grammar (systemd.unit(5)), restricted to services. A leading "-" is refused
@@ -208,7 +210,7 @@ def _table_layout(table: Table, engine: Engine, mapping: str) -> LayoutConfig:
     if args is not None and explicit:
         raise table.error(explicit[0], "give either args or tp/ep/pp/dp keys, not both")
     if explicit:
-        sizes = {key: table.integer(key, 1, minimum=1, maximum=4096) for key in ("tp", "ep", "pp", "dp")}
+        sizes = {key: table.integer(key, 1, minimum=1, maximum=MAX_PARALLEL_SIZE) for key in SIZE_KEYS}
         parsed = Layout(**sizes, dp_attention=table.flag("dp_attention"))  # type: ignore[arg-type]
         reason = check_layout(parsed, engine)
         if reason:

@@ -118,15 +118,21 @@ def _syntax_error(exc: Exception, label: str) -> ConfigError:
     if line is None and (m := re.search(r"at line (\d+), column (\d+)", full)):
         line, column = int(m.group(1)), int(m.group(2))
     message = re.sub(r"\s*\(at (line \d+, column \d+|end of document)\)$", "", message)
-    where = f" (column {column})" if column and "end of document" not in full else ""
     if "end of document" in full:
         where = " (at end of file)"
+    else:
+        where = f" (column {column})" if column else ""
     return ConfigError(label, line, f"TOML syntax: {message}{where}")
 
 
-def _parse_host(table: Table, name: str, base_dir: Path) -> HostConfig:
+def _check_name(table: Table, name: str, what: str) -> None:
+    """Host and service names: the NAME grammar, said in words."""
     if not NAME.fullmatch(name):
-        raise table.error(None, "host names use letters, digits, '.', '_' and '-' (at most 64)")
+        raise table.error(None, f"{what} names use letters, digits, '.', '_' and '-' (at most 64)")
+
+
+def _parse_host(table: Table, name: str, base_dir: Path) -> HostConfig:
+    _check_name(table, name, "host")
     table.check_keys(HOST_KEYS)
     transport = table.text("transport", "ssh", choices=TRANSPORTS)
     assert transport is not None
@@ -143,8 +149,7 @@ def _parse_host(table: Table, name: str, base_dir: Path) -> HostConfig:
     services = []
     urls: dict[str, str] = {}
     for service_name, service_table in table.tables("services"):
-        if not NAME.fullmatch(service_name):
-            raise service_table.error(None, "service names use letters, digits, '.', '_' and '-' (at most 64)")
+        _check_name(service_table, service_name, "service")
         service = parse_service(service_table, service_name, base_dir, sim_host=transport == "sim")
         if service.url in urls:
             raise service_table.error("url", f"same URL as service {urls[service.url]!r}")

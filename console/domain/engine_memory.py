@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from console.domain.layout import Layout
 from console.domain.model_spec import ModelSpec
 from console.domain.models import Engine
+from console.domain.sharding import kv_heads_per_rank
 from console.domain.units import GIB, MIB
 
 #: CUDA context, cuBLAS workspace and allocator slack of one rank before anything is loaded.
@@ -150,8 +151,7 @@ def kv_bytes_per_token(spec: ModelSpec, layers_on_rank: int, attn_tp: int) -> in
     if spec.attention == "mla":
         per_layer = (spec.kv_lora_rank + spec.qk_rope_head_dim) * 2
     else:
-        kv_heads = max(1, spec.num_kv_heads // max(1, attn_tp))
-        per_layer = 2 * kv_heads * spec.head_dim * 2
+        per_layer = 2 * kv_heads_per_rank(spec, max(1, attn_tp)) * spec.head_dim * 2
     return per_layer * layers_on_rank
 
 

@@ -52,7 +52,7 @@ class FailureCard(Static):
         elif result.get("reason"):
             row("reason", str(result["reason"]))
         if result.get("detected_after_s") is not None:
-            row("detected", f"{result['detected_after_s']:.2f}s after the engine's last word")
+            row("verdict", f"{result['detected_after_s']:.2f}s after the decisive journal entry")
         if self.fits_instead:
             row("fits", ", ".join(self.fits_instead), "card--ok")
         line = str(failure.get("line") or "")

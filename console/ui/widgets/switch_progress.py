@@ -31,6 +31,7 @@ class SwitchPanel(Widget):
         self.finished = False
         self.outcome: str | None = None
         self.follow_unit: str | None = None
+        self.rolling_back_to: str | None = None
         self.fits_instead: list[str] = []
         self._timer = None
         self.host = ""
@@ -55,6 +56,7 @@ class SwitchPanel(Widget):
         self.finished = False
         self.outcome = None
         self.follow_unit = None
+        self.rolling_back_to: str | None = None
         self.fits_instead = list(fits_instead)
         self.border_title = f"switch {service} on {host} → {layout}" + (" (forced)" if force else "")
         self.border_subtitle = ""
@@ -96,6 +98,8 @@ class SwitchPanel(Widget):
             detail = str(ev.get("detail") or ev.get("unit") or "")
             if ev.get("unit") and step in ("start", "reset-failed", "watch", "reset_failed"):
                 self.follow_unit = str(ev["unit"])
+            if step == "rollback":
+                self.rolling_back_to = str(ev.get("layout") or "")
             if step != "watch":  # "watching journal, state and health" is what every start does
                 self._add(elapsed, "ROLLBACK" if step == "rollback" else step, detail, rollback)
         elif kind == "phase":
@@ -194,5 +198,6 @@ class SwitchPanel(Widget):
                     out.append(" · rollback ")
                     out.append(f"{rollback.get('layout')} {str(rollback.get('outcome')).upper()}", style=s(tone))
         else:
-            out.append(f"elapsed {max(0.0, self.clock() - self.started_at):.1f}s  switching to {self.target}…")
+            doing = f"rolling back to {self.rolling_back_to}" if self.rolling_back_to else f"switching to {self.target}"
+            out.append(f"elapsed {max(0.0, self.clock() - self.started_at):.1f}s  {doing}…")
         self.query_one("#switch-status", Static).update(out)

@@ -137,9 +137,7 @@ def _gqa(spec: ModelSpec, where: RankPlacement, prefix: str) -> list[tuple[str, 
     heads = spec.num_heads // where.attn_tp
     kv = kv_heads_per_rank(spec, where.attn_tp)
     qkv_out = (heads + 2 * kv) * spec.head_dim
-    tensors = linear_tensors(
-        spec.quant, f"{attn}.qkv_proj", qkv_out, spec.hidden_size, spec.dtype_bytes, bias=spec.attention_bias
-    )
+    tensors = _linear(spec, f"{attn}.qkv_proj", qkv_out, spec.hidden_size, bias=spec.attention_bias)
     tensors += _linear(spec, f"{attn}.o_proj", spec.hidden_size, heads * spec.head_dim)
     if spec.qk_norm:
         tensors += [

@@ -18,7 +18,7 @@ from console.domain.model_spec import ModelSpec
 from console.domain.models import Engine
 from console.domain.sharding import placement
 from console.domain.units import GIB, MIB
-from console.domain.weights import rank_load_plan
+from console.domain.weights import rank_load_plan, rank_weight_bytes
 from console.sim import failures
 from console.sim.clock import SimClock
 from console.sim.engine_args import EngineArgs, cuda_devices
@@ -225,8 +225,7 @@ class Startup:
                 return len(set(weight_map.values()))
         except (OSError, ValueError, AttributeError):
             pass
-        total = sum(t.nbytes for t in rank_load_plan(self.spec, Layout(), SGLANG, 0))
-        return max(1, round(total / SHARD_BYTES))
+        return max(1, round(rank_weight_bytes(self.spec, Layout(), SGLANG, 0) / SHARD_BYTES))
 
     async def kv_pool(self) -> int:
         await self.at(self.t + 0.3)

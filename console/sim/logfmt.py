@@ -105,14 +105,18 @@ def _rate(n: int, elapsed_s: float) -> str:
     return f"{rate:5.2f}it/s" if rate >= 1 else f"{1 / rate:5.2f}s/it"
 
 
+def _timing(n: int, total: int, elapsed_s: float) -> str:
+    """tqdm's `[elapsed<remaining, rate]` after a bar's n/total."""
+    remaining = format_interval(elapsed_s / n * (total - n)) if n > 0 else "?"
+    return f"[{format_interval(elapsed_s)}<{remaining}, {_rate(n, elapsed_s)}]"
+
+
 def shard_progress(n: int, total: int, elapsed_s: float) -> str:
     """SGLang's safetensors tqdm line, e.g.
     `Loading safetensors checkpoint shards:  45% Completed | 29/64 [00:07<00:08,  3.91it/s]`.
     """
-    remaining = format_interval(elapsed_s / n * (total - n)) if n > 0 else "?"
     pct = 100.0 * n / total if total else 100.0
-    return (f"Loading safetensors checkpoint shards: {pct:3.0f}% Completed | {n}/{total} "
-            f"[{format_interval(elapsed_s)}<{remaining}, {_rate(n, elapsed_s)}]")
+    return f"Loading safetensors checkpoint shards: {pct:3.0f}% Completed | {n}/{total} {_timing(n, total, elapsed_s)}"
 
 
 def capture_progress(bs: int, avail_gb: float, n: int, total: int, elapsed_s: float) -> str:
@@ -120,6 +124,5 @@ def capture_progress(bs: int, avail_gb: float, n: int, total: int, elapsed_s: fl
     pct = 100.0 * n / total if total else 100.0
     filled = int(pct // 10)
     bar = "█" * filled + " " * (10 - filled)
-    remaining = format_interval(elapsed_s / n * (total - n)) if n > 0 else "?"
     return (f"Capturing batches (bs={bs} avail_mem={avail_gb:.2f} GB): {pct:3.0f}%|{bar}| {n}/{total} "
-            f"[{format_interval(elapsed_s)}<{remaining}, {_rate(n, elapsed_s)}]")
+            f"{_timing(n, total, elapsed_s)}")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections import deque
 from collections.abc import AsyncIterator, Callable
 
 from console.domain.layout import Layout
@@ -91,7 +92,7 @@ class Generator:
         self.running = 0
         self.used_tokens = 0
         self._steps = 0.0
-        self._window: list[float] = []
+        self._window: deque[float] = deque()  # decode-step times of the last 5 s
 
     def _usage(self) -> float:
         return self.used_tokens / self.max_total_tokens
@@ -134,7 +135,7 @@ class Generator:
         self._window.append(now)
         cutoff = now - 5.0
         while self._window and self._window[0] < cutoff:
-            self._window.pop(0)
+            self._window.popleft()
         span = now - self._window[0] if len(self._window) > 1 else 0.0
         throughput = (len(self._window) - 1) / span if span > 0 else 0.0
         self.metrics.set_throughput(throughput, self.running, self.used_tokens, self._usage())

@@ -49,24 +49,41 @@ class FlockHostLock:
     @contextlib.asynccontextmanager
     async def _hold(self, name: str) -> AsyncIterator[None]:
         path = lock_path(name)
-        argv = ["flock", "-n", "-E", str(_LOCK_BUSY_EXIT), path, "-c", "echo locked; exec cat"]
-        holder = self.transport.stream(argv)
+        holder = await self._take(name, path)
         try:
+            yield
+        finally:
+            await holder.aclose()
+
+    async def _take(self, name: str, path: str) -> AsyncIterator[str]:
+        """Start the holder and wait for its "locked"; the holder stream keeps the lock."""
+        argv = ["flock", "-n", "-E", str(_LOCK_BUSY_EXIT), path, "-c", "echo locked; exec cat"]
+        for attempt in (1, 2):
+            holder = self.transport.stream(argv)
             try:
                 first = await anext(holder)
             except StopAsyncIteration:
+                # Seen once under heavy load: the holder ended cleanly before saying "locked".
+                # It held nothing, so one more try is safe.
+                await holder.aclose()
+                if attempt == 1:
+                    continue
                 raise HostError(self.transport.name, f"flock {path} ended without taking the lock") from None
             except CommandFailed as exc:
+                await holder.aclose()
                 if exc.result.exit_status == _LOCK_BUSY_EXIT:
                     raise LockBusy(
                         f"{self.transport.name}: {name!r} is locked by another console (lock file {path})"
                     ) from None
                 raise
+            except BaseException:
+                await holder.aclose()
+                raise
             if first.strip() != "locked":
+                await holder.aclose()
                 raise HostError(self.transport.name, f"unexpected output while taking {path}: {first[:80]!r}")
-            yield
-        finally:
-            await holder.aclose()
+            return holder
+        raise AssertionError("unreachable")
 
 
 class NoGpuSource:

@@ -63,13 +63,7 @@ class LayoutText:
 
 
 def read_layout_text(text: str) -> LayoutText:
-    """Read the parts of a layout text; `parse_layout` documents the spellings.
-
-    Args:
-        text: the layout as a user or a unit file writes it.
-
-    Returns:
-        Its parts.
+    """Read the parts of a layout text, in any spelling `parse_layout` lists.
 
     Raises:
         LayoutError: the text is not a layout (one-line reason).

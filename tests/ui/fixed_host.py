@@ -179,9 +179,10 @@ def fixed_app(scenarios: dict[str, str], **kwargs: object):
     """The real ConsoleApp on fixed hosts: {"demo": "ep8", "gpu-node-2": "failed", ...}."""
     from console.ui.app import ConsoleApp
 
+    kwargs.setdefault("clock", frozen_clock)
     theme = str(kwargs.pop("theme", "dark"))
     readonly = bool(kwargs.pop("readonly", False))
     keys = kwargs.pop("keys", ())
     config = fixed_config(list(scenarios), theme=theme, readonly=readonly, keys=keys)  # type: ignore[arg-type]
     hosts = [demo_like_host(cfg, scenario=scenarios[cfg.name]) for cfg in config.hosts]
-    return ConsoleApp(hosts, config=config, clock=frozen_clock, **kwargs)  # type: ignore[arg-type]
+    return ConsoleApp(hosts, config=config, **kwargs)  # type: ignore[arg-type]

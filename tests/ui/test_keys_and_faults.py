@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
 from fixed_host import fixed_app
 from screen_text import screen_text
@@ -12,7 +13,9 @@ from console.ui.screens.confirm import ConfirmSwitch
 from console.ui.screens.help import HelpScreen
 from console.ui.screens.host import HostScreen
 from console.ui.screens.picker import LayoutPicker
+from console.ui.widgets.gpu_pane import GpuPane
 from console.ui.widgets.journal_view import JournalView
+from console.ui.widgets.service_pane import ServicePane
 
 
 async def settle(pilot, predicate=lambda: True, tries: int = 60) -> bool:
@@ -108,21 +111,33 @@ async def test_palette_switch_command_asks_for_confirmation() -> None:
 
 
 async def test_down_host_is_marked_stale_and_nothing_crashes() -> None:
-    app = fixed_app({"demo": "ep8", "gpu-node-3": "down"})
+    offset = [0.0]
+    app = fixed_app({"demo": "ep8", "gpu-node-3": "down"}, clock=lambda: time.time() + offset[0])
     async with app.run_test(size=(120, 40)) as pilot:
         table = app.screen.query_one("#fleet-table")
         assert await settle(pilot, lambda: len(table.summaries) == 2)
         row = screen_text(app)
         assert "DOWN" in row and "STALE" in row
-        app.open_host("gpu-node-3")
-        assert await settle(pilot, lambda: isinstance(app.screen, HostScreen) and "STALE" in screen_text(app))
-        text = screen_text(app)
-        assert "connection refused" in text
+        app.open_host("gpu-node-3")  # never reached: says so, shows no made-up state
+        assert await settle(pilot, lambda: isinstance(app.screen, HostScreen) and "no data yet" in screen_text(app))
+        assert "does not answer" in screen_text(app) and "connection refused" in screen_text(app)
         await pilot.press("l")  # the picker still opens; the fit comes from the config
         assert await settle(pilot, lambda: isinstance(app.screen, LayoutPicker))
-        await pilot.press("escape", "escape")
-        assert await settle(pilot, lambda: not isinstance(app.screen, HostScreen))
-        assert app.return_code is None  # still running, no exception
+        await pilot.press("escape")
+
+        app.open_host("demo")  # up, then it goes down: the last data stays, marked stale with its age
+        screen = app.host_screen("demo")
+        assert await settle(pilot, lambda: app.screen is screen and screen.last_view is not None)
+        screen.host.services.down = True
+        screen.host.gpus.snapshot = None
+        offset[0] = 42.0
+        screen.query_one(ServicePane).poll()
+        screen.query_one(GpuPane).poll()
+        assert await settle(pilot, lambda: "STALE, data 42s old" in screen_text(app))
+        text = screen_text(app)
+        assert "sglang-k26@ep8.service" in text  # the last known unit is still shown
+        assert text.count("STALE") >= 2  # the service and the GPU panes
+        assert app.is_running  # no exception reached the app
 
 
 async def test_filter_search_and_copy_by_keys() -> None:

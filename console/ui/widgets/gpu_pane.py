@@ -99,9 +99,9 @@ class GpuPane(NotifiesWorkerErrors, Widget, can_focus=False):
         if self.gpus_in_use is not None and self.snapshot is not None:
             title += f" · layout uses {self.gpus_in_use} of {len(self.snapshot.gpus)}"
         if stale:
-            title += f" · STALE {age:.0f}s" if age is not None else " · no data"
+            title += f" · STALE, data {age:.0f}s old" if age is not None else " · no data yet"
         self.border_title = title
-        self.border_subtitle = self.error or ""
+        self.border_subtitle = (self.error or "") if self.snapshot is not None else ""  # else it is the body
         self.refresh()
 
     def get_content_height(self, container, viewport, width: int) -> int:

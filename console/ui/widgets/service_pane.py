@@ -72,6 +72,8 @@ class ServicePane(NotifiesWorkerErrors, Widget):
         self.view: ServiceView | None = None
         self.phase_override: Phase | None = None
         self.error: str | None = None
+        self.last_ok_at: float | None = None
+        """When the last status without an error arrived (the data's age when the host goes down)."""
         self.border_title = "service"
 
     def on_mount(self) -> None:
@@ -92,6 +94,8 @@ class ServicePane(NotifiesWorkerErrors, Widget):
     def show(self, view: ServiceView) -> None:
         """Render a status (tests feed fixed ones through here too)."""
         self.error = view.error
+        if view.error is None:
+            self.last_ok_at = view.taken_at
         if self.view is not None and view.unit != self.view.unit:
             self.phase_override = None
         self.view = view
@@ -107,12 +111,12 @@ class ServicePane(NotifiesWorkerErrors, Widget):
         view = self.view
         failed = view is not None and view.state is not None and view.state.is_failed
         self.set_class(failed, "-failed")
-        age = None if view is None else self.clock() - view.taken_at
+        age = None if self.last_ok_at is None else self.clock() - self.last_ok_at
         stale = self.error is not None or (age is not None and age > max(3 * self.refresh_s, 5.0))
         self.set_class(stale, "-stale")
         title = f"service {view.service}" if view else "service"
         if stale:
-            title += f" · STALE {age_text(age)}" if age is not None else " · no data"
+            title += f" · STALE, data {age_text(age)} old" if age is not None else " · no data yet"
         self.border_title = title
         self.border_subtitle = self.error or ""
         self.refresh(layout=True)
@@ -137,7 +141,9 @@ class ServicePane(NotifiesWorkerErrors, Widget):
         label("unit")
         out.append(f"{view.unit or '-'}\n")
         label("state")
-        if st is None:
+        if st is None and view.error is not None and view.error.startswith("units:"):
+            out.append("unknown (the host does not answer)\n", style=s("service--warn"))
+        elif st is None:
             out.append("inactive (no unit running)\n", style=s("service--dim"))
         else:
             level = "service--bad" if st.is_failed else "service--ok" if st.active == "active" else "service--warn"

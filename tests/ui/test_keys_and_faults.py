@@ -214,3 +214,24 @@ async def test_worker_error_becomes_a_notification() -> None:
         app.screen.run_worker(boom(), name="probe", exit_on_error=False)
         assert await settle(pilot, lambda: any("probe stopped: unexpected" in n.message for n in app._notifications))
         assert app.is_running
+
+
+async def test_tab_shows_the_next_service() -> None:
+    import dataclasses
+
+    import fixed_host
+
+    from console.ui.app import ConsoleApp
+
+    config = fixed_host.fixed_config(["demo"])
+    host_cfg = config.hosts[0]
+    second = dataclasses.replace(host_cfg.services[0], name="second-svc")
+    host_cfg = dataclasses.replace(host_cfg, services=(host_cfg.services[0], second))
+    config = dataclasses.replace(config, hosts=(host_cfg,))
+    host = fixed_host.demo_like_host(host_cfg, scenario="ep8")
+    app = ConsoleApp([host], config=config, clock=fixed_host.frozen_clock)
+    async with app.run_test(size=(120, 40)) as pilot:
+        assert await settle(pilot, lambda: isinstance(app.screen, HostScreen) and app.screen.last_view is not None)
+        await pilot.press("tab")
+        assert await settle(pilot, lambda: "service second-svc" in screen_text(app))
+        assert app.screen.service.name == "second-svc" and "second-svc" in screen_text(app).splitlines()[0]

@@ -96,6 +96,8 @@ class HostScreen(NotifiesWorkerErrors, Screen[None]):
     def action_next_service(self) -> None:
         if len(self.host.config.services) > 1 and not self.switching:
             self.service_index = (self.service_index + 1) % len(self.host.config.services)
+            self.last_view = None
+            self.sub_title = self.service.name + (" · read-only" if self.app.readonly else "")  # type: ignore[attr-defined]
             self.refresh(recompose=True)
 
     def action_layouts(self) -> None:

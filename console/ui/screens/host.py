@@ -184,9 +184,11 @@ class HostScreen(NotifiesWorkerErrors, Screen[None]):
         elif outcome == "refused":
             self.notify(message.result.get("reason") or "switch refused", severity="error", timeout=8)
         else:
-            text = f"switch {outcome}: {message.result.get('summary') or ''}".strip()
+            failure = message.result.get("failure") or {}
+            cause = failure.get("summary") or message.result.get("reason") or ""
+            text = f"{message.result.get('layout')} {outcome}: {cause}"
             if rollback:
-                text += f" · rollback to {rollback.get('layout')}: {rollback.get('outcome')}"
+                text += f" · rollback to {rollback.get('layout')}: {str(rollback.get('outcome')).upper()}"
             self.notify(text, severity="error", timeout=8)
 
     def action_restart_service(self) -> None:

@@ -267,6 +267,10 @@ class JournalView(ScrollView, can_focus=True):
         if follow:
             self.scroll_end(animate=False, x_axis=False)
 
+    def on_resize(self) -> None:
+        if self.follow:  # a pane above grew or shrank: the newest line stays in view
+            self.scroll_end(animate=False, x_axis=False)
+
     def watch_scroll_y(self, old_value: float, new_value: float) -> None:
         super().watch_scroll_y(old_value, new_value)
         at_end = new_value >= self.max_scroll_y

@@ -60,7 +60,8 @@ def age_text(seconds: float | None) -> str:
 class ServicePane(NotifiesWorkerErrors, Widget):
     """Polls the service's status in its own worker; failed shows in colour and in words."""
 
-    COMPONENT_CLASSES = {"service--label", "service--ok", "service--warn", "service--bad", "service--dim"}
+    COMPONENT_CLASSES = {"service--label", "service--ok", "service--warn", "service--bad", "service--dim",
+                         "service--banner"}
 
     def __init__(self, host_name: str, fetch: Callable[[], Awaitable[ServiceView]], *, refresh_s: float,
                  clock: Callable[[], float], id: str | None = None) -> None:
@@ -133,7 +134,7 @@ class ServicePane(NotifiesWorkerErrors, Widget):
             out.append(f"{text:<8}", style=s("service--label"))
 
         if st is not None and st.is_failed:
-            out.append(" FAILED ", style=s("service--bad"))
+            out.append(" FAILED ", style=s("service--banner"))
             out.append(f" result {st.result or '-'}", style=s("service--bad"))
             if st.exec_main_status is not None:
                 out.append(f", status {st.exec_main_status}", style=s("service--bad"))

@@ -127,3 +127,30 @@ async def test_two_consoles_locking_one_service_exactly_one_wins(clean_testbed):
     finally:
         for host in consoles:
             await host.close()
+
+
+async def test_unknown_key_refused_then_trusted_on_first_use_only_when_asked(clean_testbed, tmp_path):
+    bed = clean_testbed
+    pub = (bed.host("tb1").root / "etc/ssh/ssh_host_ed25519_key.pub").read_text()
+    fingerprint = asyncssh.import_public_key(pub).get_fingerprint("sha256")
+    fresh = tmp_path / "known_hosts"
+    fresh.write_text("")
+    strict = SshTransport(bed_host_config(bed, "tb1", known_hosts=str(fresh)))
+    try:
+        with pytest.raises(HostKeyRefused) as info:
+            await strict.run(["true"])
+        assert str(info.value).startswith("tb1: unknown host key for ") and fingerprint in str(info.value)
+    finally:
+        await strict.close()
+    assert fresh.read_text() == ""
+    tofu = SshTransport(bed_host_config(bed, "tb1", known_hosts=str(fresh), trust_on_first_use=True))
+    try:
+        assert (await tofu.run(["true"])).ok
+    finally:
+        await tofu.close()
+    assert pub.split()[1] in fresh.read_text()
+    again = SshTransport(bed_host_config(bed, "tb1", known_hosts=str(fresh)))
+    try:
+        assert (await again.run(["true"])).ok  # strict, with the recorded key
+    finally:
+        await again.close()

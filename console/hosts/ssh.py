@@ -27,8 +27,8 @@ from console.hosts.hostkeys import HostKeyJudge, HostKeyRefused, JudgingClient, 
 _READ_CHUNK = 1 << 16
 _STDERR_TAIL = 4096
 #: OpenSSH allows 10 sessions per connection (MaxSessions); keep one spare.
-MAX_RUNS = 4
-MAX_STREAMS = 5
+MAX_RUNS = 3
+MAX_STREAMS = 6
 
 
 def describe_error(exc: BaseException) -> str:

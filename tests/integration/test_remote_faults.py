@@ -154,3 +154,21 @@ async def test_unknown_key_refused_then_trusted_on_first_use_only_when_asked(cle
         assert (await again.run(["true"])).ok  # strict, with the recorded key
     finally:
         await again.close()
+
+
+async def test_the_channel_caps_fit_under_openssh_maxsessions(clean_testbed):
+    from console.hosts.ssh import MAX_RUNS, MAX_STREAMS
+
+    bed = clean_testbed
+    transport = SshTransport(bed_host_config(bed, "tb1"))
+    streams = [transport.stream(["sh", "-c", "echo up; exec cat"]) for _ in range(MAX_STREAMS)]
+    try:
+        for s in streams:
+            assert await anext(s) == "up"
+        # every stream open, and still a full set of concurrent commands on the same connection
+        results = await asyncio.gather(*(transport.run(["sleep", "0.3"]) for _ in range(MAX_RUNS * 3)))
+        assert all(r.ok for r in results)
+    finally:
+        for s in streams:
+            await s.aclose()
+        await transport.close()

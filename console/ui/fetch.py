@@ -92,7 +92,8 @@ async def fetch_host_summary(host: Host, clock: Callable[[], float], *, audit: A
     unit_errors = [e for e in errors if e.startswith("units:")]
     reachable = host.link.state != "down" and not (statuses and len(unit_errors) == len(statuses))
     if not reachable:
-        return HostSummary(host.name, clock(), reachable=False, error=host.link.error or "; ".join(errors))
+        return HostSummary(host.name, clock(), reachable=False, error=host.link.error or "; ".join(errors),
+                           last_ok_at=host.link.last_ok_at)
     units = [u for st in statuses for u in st.units]
     layouts = ", ".join(f"{st.service}: {st.active_layout or '-'}" for st in statuses) or "-"
     health = ", ".join(st.health.status for st in statuses if st.health) or "-"

@@ -11,6 +11,7 @@ from textual import work
 from textual.message import Message
 from textual.widgets import DataTable
 
+from console.ui.keys import bindings
 from console.ui.widgets.service_pane import age_text
 from console.ui.worker_errors import NotifiesWorkerErrors
 
@@ -32,6 +33,8 @@ class HostSummary:
     gpu_count: int | None = None
     health: str = "-"
     failed: bool = False
+    last_ok_at: float | None = None
+    """For an unreachable host: when its connection last worked (from the host's link status)."""
 
 
 COLUMNS = ("host", "link", "data age", "units", "layout", "GPU memory", "health")
@@ -42,6 +45,7 @@ class FleetTable(NotifiesWorkerErrors, DataTable):
     """Polls every host at once in its own worker; a slow or dead host never holds up the others."""
 
     COMPONENT_CLASSES = DataTable.COMPONENT_CLASSES | {"fleet--ok", "fleet--bad", "fleet--warn", "fleet--dim"}
+    BINDINGS = bindings("fleet")  # on the table itself, so Enter shows in the footer
 
     class HostChosen(Message):
         def __init__(self, host: str) -> None:
@@ -87,7 +91,10 @@ class FleetTable(NotifiesWorkerErrors, DataTable):
         # A host that stops answering keeps its last known data, marked stale with its age.
         shown = summary if summary.reachable else self.last_ok.get(summary.host, summary)
         s = self.get_component_rich_style
-        age = self.clock() - shown.taken_at if shown.reachable else None
+        if shown.reachable:
+            age: float | None = self.clock() - shown.taken_at
+        else:
+            age = None if summary.last_ok_at is None else self.clock() - summary.last_ok_at
         stale = not summary.reachable or (age is not None and age > max(3 * self.refresh_s, 5.0))
         link = Text("up", style=s("fleet--ok")) if summary.reachable else Text("DOWN", style=s("fleet--bad"))
         age_cell = Text(("STALE " if stale else "") + age_text(age), style=s("fleet--warn") if stale else "")

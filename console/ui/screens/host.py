@@ -132,6 +132,7 @@ class HostScreen(NotifiesWorkerErrors, Screen[None]):
             self.notify(f"{self.service.name} has no layout {layout_name!r}", severity="error")
             return
         self.switching = True
+        self.query_one(GpuPane).fast = True
         self.query_one(SwitchPanel).begin(self.host.name, self.service.name, layout.name, force)
         self.query_one(JournalPane).follow_unit(self.service.unit_for(layout))
         self.run_switch(layout.name, force)
@@ -176,6 +177,7 @@ class HostScreen(NotifiesWorkerErrors, Screen[None]):
     @on(SwitchFinished)
     def _switch_finished(self, message: SwitchFinished) -> None:
         self.switching = False
+        self.query_one(GpuPane).fast = False
         self.query_one(SwitchPanel).finish(message.result)
         outcome = message.result.get("outcome")
         rollback = message.result.get("rollback") or {}

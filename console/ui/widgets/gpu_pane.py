@@ -15,6 +15,7 @@ from console.hosts.gpus import GpuHistory
 from console.ui.worker_errors import NotifiesWorkerErrors
 
 SPARK = "▁▂▃▄▅▆▇█"
+FAST_POLL_S = 0.25
 WARN_FRACTION = 0.80
 CRIT_FRACTION = 0.95
 
@@ -49,6 +50,8 @@ class GpuPane(NotifiesWorkerErrors, Widget, can_focus=False):
         self.gpus_in_use: int | None = None
         """How many GPUs (from index 0) the running layout uses; the rest are dimmed."""
         self.show_processes = False
+        self.fast = False
+        """Sample 4x a second while a switch runs, so the bars move as the weights load."""
         self.error: str | None = None
         self.border_title = "GPU memory"
 
@@ -66,7 +69,7 @@ class GpuPane(NotifiesWorkerErrors, Widget, can_focus=False):
             else:
                 self.ingest(snap)
             self.refresh_stale()
-            await asyncio.sleep(self.refresh_s)
+            await asyncio.sleep(min(self.refresh_s, FAST_POLL_S) if self.fast else self.refresh_s)
 
     def ingest(self, snap: GpuSnapshot) -> None:
         """Take one snapshot (also used by tests and the bench to feed fixed data)."""

@@ -122,3 +122,15 @@ async def test_click_selects_a_line() -> None:
         await pilot.pause()
         await pilot.click(JournalView, offset=(5, 3))
         assert view.cursor_line is not None and view.cursor_line.text == "line 3"
+
+
+def test_sparkline_covers_the_kept_history_in_time_buckets() -> None:
+    from console.ui.widgets.gpu_pane import spark_fractions, sparkline
+
+    points = [(1000.0 + t, 1000 * t) for t in range(0, 100)]  # a ramp over 100 s
+    fractions = spark_fractions(points, 100_000, 10, now=1100.0)
+    assert len(fractions) == 10 and fractions == sorted(fractions) and fractions[-1] == 0.99
+    line = sparkline(fractions, 10)
+    assert fractions[0] == 0.09 and line[0] in "▁▂" and line[-1] == "█"
+    gappy = spark_fractions([(0.0, 50_000), (90.0, 100_000)], 100_000, 10, now=100.0)
+    assert gappy[:9] == [0.5] * 9 and gappy[9] == 1.0  # gaps repeat the last value

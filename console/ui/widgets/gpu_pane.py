@@ -27,6 +27,28 @@ def sparkline(values: list[float], width: int) -> str:
     return chars.rjust(width)
 
 
+def spark_fractions(points: list[tuple[float, int]], total_mib: int, width: int, now: float) -> list[float]:
+    """Memory over the whole kept history (up to `history_s`), as `width` time buckets (max per bucket).
+
+    The buckets span from the oldest kept sample to now, so the line covers the last minutes, not
+    the last `width` samples; a bucket without samples repeats the one before it.
+    """
+    if not points or total_mib <= 0:
+        return []
+    start = points[0][0]
+    span = max(now - start, 1e-9)
+    buckets: list[int | None] = [None] * width
+    for ts, mib in points:
+        i = min(width - 1, max(0, int((ts - start) / span * width)))
+        buckets[i] = mib if buckets[i] is None else max(buckets[i], mib)  # type: ignore[type-var]
+    out: list[float] = []
+    last: int | None = None
+    for value in buckets:
+        last = value if value is not None else last
+        out.append(0.0 if last is None else last / total_mib)
+    return out
+
+
 def bar(fraction: float, width: int) -> tuple[str, str]:
     """A filled and an empty part of a bar."""
     filled = min(width, max(0, round(fraction * width)))
@@ -46,7 +68,8 @@ class GpuPane(NotifiesWorkerErrors, Widget, can_focus=False):
         self.refresh_s = refresh_s
         self.clock = clock
         self.snapshot: GpuSnapshot | None = None
-        self.history = GpuHistory(history_s=history_s, max_points=max(10, int(history_s / max(refresh_s, 0.1))))
+        points = int(history_s / max(min(refresh_s, FAST_POLL_S), 0.1))
+        self.history = GpuHistory(history_s=history_s, max_points=max(10, points))
         self.gpus_in_use: int | None = None
         """How many GPUs (from index 0) the running layout uses; the rest are dimmed."""
         self.show_processes = False
@@ -145,7 +168,7 @@ class GpuPane(NotifiesWorkerErrors, Widget, can_focus=False):
             out.append(f" {mib:>17}", style=row_style)
             util = f"{gpu.util_pct:>3}%" if gpu.util_pct is not None else "  -%"
             out.append(f" {util:>4} ", style=row_style)
-            fractions = [mib / total for mib in self.history.used_mib(gpu.index)] if total else []
+            fractions = spark_fractions(self.history.points(gpu.index), total or 0, spark_w, self.clock())
             out.append(sparkline(fractions, spark_w), style=style(level))
         if self.show_processes:
             out.append("\n")

@@ -85,6 +85,9 @@ class GpuPane(NotifiesWorkerErrors, Widget, can_focus=False):
     async def poll(self) -> None:
         """Sample, render, sleep; one poll at a time, ends when the pane unmounts."""
         while True:
+            if not self.fast and self.snapshot is not None and not self.screen.is_current:
+                await asyncio.sleep(self.refresh_s)  # a host screen out of sight does not sample
+                continue
             try:
                 snap = await asyncio.wait_for(self.host.gpus.sample(), timeout=max(5.0, 3 * self.refresh_s))
             except Exception as exc:  # a host going down marks the pane stale, never crashes it

@@ -83,6 +83,9 @@ class ServicePane(NotifiesWorkerErrors, Widget):
     @work(exclusive=True, group="service-poll", exit_on_error=False)
     async def poll(self) -> None:
         while True:
+            if self.view is not None and not self.screen.is_current and not getattr(self.screen, "switching", False):
+                await asyncio.sleep(self.refresh_s)  # out of sight: no polling (a running switch still is)
+                continue
             try:
                 view = await asyncio.wait_for(self.fetch(), timeout=max(5.0, 3 * self.refresh_s))
             except Exception as exc:  # shown as stale with its reason; the poll goes on

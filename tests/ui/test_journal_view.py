@@ -134,3 +134,39 @@ def test_sparkline_covers_the_kept_history_in_time_buckets() -> None:
     assert fractions[0] == 0.09 and line[0] in "▁▂" and line[-1] == "█"
     gappy = spark_fractions([(0.0, 50_000), (90.0, 100_000)], 100_000, 10, now=100.0)
     assert gappy[:9] == [0.5] * 9 and gappy[9] == 1.0  # gaps repeat the last value
+
+
+async def test_random_operations_keep_storage_consistent() -> None:
+    """Batches, filters, searches and steps in a seeded random order: the bookkeeping always agrees."""
+    import random
+
+    rng = random.Random(20260526)
+    app = ViewApp(cap=700)
+    async with app.run_test(size=(80, 20)) as pilot:
+        view = app.query_one(JournalView)
+        sent = 0
+        for _ in range(300):
+            op = rng.random()
+            if op < 0.5:
+                n = rng.randint(1, 400)
+                view.append_batch(lines(n, sent))
+                sent += n
+            elif op < 0.65:
+                view.set_filter(rng.choice([None, LineFilter.parse("class:oom"), LineFilter.parse(r"line \d*7$")]))
+            elif op < 0.75:
+                view.set_search(rng.choice([None, re.compile(r"line 1\d")]))
+            elif op < 0.9:
+                view.next_finding(backwards=rng.random() < 0.5)
+            else:
+                view.next_match(backwards=rng.random() < 0.5)
+            stored = [line.seq for line in view.lines]
+            assert len(stored) == min(sent, 700) and stored == list(range(sent - len(stored), sent))
+            assert view.dropped == sent - len(stored)
+            assert view._findings == [s for s in stored if s % 100 == 7]
+            if view.line_filter is None:
+                assert view.row_count == view.line_count
+            else:
+                assert view._rows == [line.seq for line in view.lines if view.line_filter.matches(line)]
+            if view.cursor_seq is not None:
+                assert view.cursor_seq >= stored[0]
+        await pilot.pause()

@@ -6,6 +6,7 @@ implement the same protocols, so the switch, the CLI and the TUI never know whic
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -86,6 +87,22 @@ class GpuSource(Protocol):
 
     def stream(self, interval_s: float) -> AsyncIterator[GpuSnapshot]:
         ...
+
+
+class SampledGpuSource:
+    """Mixin: a GpuSource whose stream is its `sample()` repeated, each timed from the end of the last.
+
+    For sources with no streaming command of their own (NVML, the simulated ledger, no GPUs);
+    nvidia-smi over SSH streams `-lms` instead.
+    """
+
+    async def sample(self) -> GpuSnapshot:
+        raise NotImplementedError
+
+    async def stream(self, interval_s: float) -> AsyncIterator[GpuSnapshot]:
+        while True:
+            yield await self.sample()
+            await asyncio.sleep(interval_s)
 
 
 @runtime_checkable

@@ -9,11 +9,11 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import AsyncIterator
 from types import ModuleType
 from typing import Any
 
 from console.domain.models import GpuProcess, GpuSample, GpuSnapshot
+from console.hosts.base import SampledGpuSource
 
 _NO_DRIVER = ("LibraryNotFound", "DriverNotLoaded")
 
@@ -32,7 +32,7 @@ def _describe_nvml_error(exc: BaseException) -> str:
     return f"NVML: {detail}"
 
 
-class NvmlSource:
+class NvmlSource(SampledGpuSource):
     """GpuSource for the local machine via NVML."""
 
     def __init__(self, nvml: ModuleType | None = None) -> None:
@@ -121,11 +121,6 @@ class NvmlSource:
     async def sample(self) -> GpuSnapshot:
         return await asyncio.to_thread(self._sample_blocking)
 
-    async def stream(self, interval_s: float) -> AsyncIterator[GpuSnapshot]:
-        """A snapshot every `interval_s` (errors included as snapshots, never raised)."""
-        while True:
-            yield await self.sample()
-            await asyncio.sleep(interval_s)
 
     async def close(self) -> None:
         if self._initialised and self._nvml is not None:

@@ -3,7 +3,6 @@ on the machine itself."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import re
 import time
@@ -14,7 +13,15 @@ from console.config import HostConfig
 from console.domain.models import GpuSnapshot
 from console.errors import HostError, UsageError
 from console.hosts.argv import CommandFailed
-from console.hosts.base import GpuSource, HealthProbe, Host, LinkStatus, LockBusy, Transport
+from console.hosts.base import (
+    GpuSource,
+    HealthProbe,
+    Host,
+    LinkStatus,
+    LockBusy,
+    SampledGpuSource,
+    Transport,
+)
 from console.hosts.gpus import NvidiaSmiSource
 from console.hosts.health import HttpHealthProbe
 from console.hosts.local import LocalTransport
@@ -86,16 +93,12 @@ class FlockHostLock:
         raise AssertionError("unreachable")
 
 
-class NoGpuSource:
+class NoGpuSource(SampledGpuSource):
     """GpuSource for hosts configured with `gpus = "none"`."""
 
     async def sample(self) -> GpuSnapshot:
         return GpuSnapshot(taken_at=time.time(), error="no GPU source configured for this host")
 
-    async def stream(self, interval_s: float) -> AsyncIterator[GpuSnapshot]:
-        while True:
-            yield await self.sample()
-            await asyncio.sleep(interval_s)
 
 
 def _gpu_source(cfg: HostConfig, transport: Transport) -> GpuSource:

@@ -17,11 +17,11 @@ import json
 import os
 import socket
 import time
-from collections.abc import AsyncIterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from console.domain.models import GpuProcess, GpuSample, GpuSnapshot
+from console.hosts.base import SampledGpuSource
 
 LEDGER_ENV = "SERVE_CONSOLE_SIM_LEDGER"
 DEFAULT_LEDGER_DIR = "/var/lib/serve-console-sim/ledger"
@@ -231,7 +231,7 @@ class ProcLedger:
         self._written = None
 
 
-class LedgerGpuSource:
+class LedgerGpuSource(SampledGpuSource):
     """GpuSource over a ledger directory on this machine (the `sim` host's GPUs)."""
 
     def __init__(self, directory: str | Path) -> None:
@@ -241,8 +241,3 @@ class LedgerGpuSource:
         """One snapshot, read off the event loop's thread."""
         return await asyncio.to_thread(read_snapshot, self.directory)
 
-    async def stream(self, interval_s: float) -> AsyncIterator[GpuSnapshot]:
-        """A snapshot every `interval_s` seconds, the next one timed from the end of the last."""
-        while True:
-            yield await self.sample()
-            await asyncio.sleep(interval_s)

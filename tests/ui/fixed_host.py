@@ -17,7 +17,7 @@ from pathlib import Path
 from console.config import ConsoleConfig, HostConfig, UiConfig
 from console.domain.models import GpuProcess, GpuSample, GpuSnapshot, HealthSample, JournalEntry, UnitState
 from console.errors import HostError
-from console.hosts.base import Host, LinkStatus
+from console.hosts.base import Host, LinkStatus, SampledGpuSource
 
 DATA = Path(__file__).parent / "data"
 T0 = 1_780_000_000.0
@@ -69,7 +69,7 @@ class FixedServices:
             await asyncio.Event().wait()  # a quiet unit: the stream stays open
 
 
-class FixedGpus:
+class FixedGpus(SampledGpuSource):
     def __init__(self, snapshot: GpuSnapshot | None, host: str) -> None:
         self.snapshot = snapshot
         self.host = host
@@ -79,10 +79,6 @@ class FixedGpus:
             raise HostError(self.host, "nvidia-smi: connection refused (fixed: host down)")
         return self.snapshot
 
-    async def stream(self, interval_s: float) -> AsyncIterator[GpuSnapshot]:
-        while True:
-            yield await self.sample()
-            await asyncio.sleep(interval_s)
 
 
 class FixedProbe:

@@ -196,7 +196,9 @@ class Triager:
         tail = self._tails.get(header.stream)
         if tail is None:
             return _classify(line, header, header.rank, ts)
-        finding = _classify(line, header, header.rank or tail.rank, ts)
+        # systemd's own lines about the unit belong to no rank, whatever the engine logged last.
+        rank = header.rank or (None if _is_systemd_line(header.payload) else tail.rank)
+        finding = _classify(line, header, rank, ts)
         if finding is not None and finding.cls == tail.cls:
             return None  # the same error's message, continued (NCCL's `ncclUnhandledCudaError: ...`)
         return finding
@@ -211,6 +213,12 @@ class Triager:
             self._seen.pop(next(iter(self._seen)))
         self._seen[key] = None
         return [finding]
+
+
+def _is_systemd_line(payload: str) -> bool:
+    """A line systemd writes about a unit (`UNIT: Main process exited, ...`), not the engine's output."""
+    unit, sep, _ = payload.partition(": ")
+    return bool(sep) and unit.endswith((".service", ".scope")) and " " not in unit
 
 
 def triage_lines(lines: Iterable[str], engine: Engine | None = None) -> list[Finding]:

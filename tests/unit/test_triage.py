@@ -347,3 +347,16 @@ def test_summaries_carry_no_control_characters():
     finding2 = classify_line("Exception: Capture cuda graph failed: \x1b]0;pwned\x07 boom\ttab")
     for f in (finding, finding2):
         assert not any(ord(c) < 0x20 or ord(c) == 0x7F for c in f.summary), f.summary
+
+
+def test_systemd_line_after_a_ranked_traceback_has_no_rank() -> None:
+    lines = [
+        "[2026-11-29 10:00:00 TP2 EP1] Scheduler hit an exception: Traceback (most recent call last):",
+        '[2026-11-29 10:00:00 TP2 EP1]   File "model_runner.py", line 1, in load_model',
+        "[2026-11-29 10:00:00 TP2 EP1] torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 672.00 MiB. "
+        "GPU 2 has a total capacity of 94.97 GiB of which 136.94 MiB is free.",
+        "sglang-k26@tp4ep2.service: Main process exited, code=exited, status=1/FAILURE",
+    ]
+    oom, exited = triage_lines(lines)
+    assert (oom.cls, oom.rank) == (FindingClass.CUDA_OOM, "TP2 EP1")
+    assert (exited.cls, exited.rank) == (FindingClass.UNIT_FAILED, None)

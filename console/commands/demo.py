@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import sys
 import tempfile
 from pathlib import Path
 
@@ -32,9 +33,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from console.config_loader import demo_config_path, load_config
     from console.hosts.sim_units import TIME_SCALE_ENV
     from console.hosts.state_dir import STATE_DIR_ENV
+    from console.sim.demo_cluster import load_demo_config
 
     if args.time_scale is not None:
         if args.time_scale <= 0:
@@ -42,7 +43,9 @@ def run(args: argparse.Namespace) -> int:
 
             raise UsageError("--time-scale must be positive")
         os.environ[TIME_SCALE_ENV] = repr(args.time_scale)
-    config = load_config(demo_config_path())
+    config, notes = load_demo_config()
+    for note in notes:
+        print(f"serve-console demo: {note}", file=sys.stderr)
     host_cfg = config.hosts[0]
     if os.environ.get(STATE_DIR_ENV):
         return asyncio.run(_story(host_cfg, Path(os.environ[STATE_DIR_ENV]), args.json))

@@ -94,13 +94,25 @@ ACTIONS: tuple[UiAction, ...] = (
 BY_ID = {a.id: a for a in ACTIONS}
 
 
-def bindings(scope: str) -> list[Binding]:
-    """Textual bindings for a scope; `App.set_keymap` remaps them by id."""
+def bindings(scope: str, *, priority: bool = False) -> list[Binding]:
+    """Textual bindings for a scope; `App.set_keymap` remaps them by id.
+
+    Args:
+        scope: which actions (app, host, journal, ...).
+        priority: checked before the key reaches the focused widget, so the action runs (and moves the
+            focus) before the next key is dispatched; the screen's `check_action` lets a text input
+            keep its keys.
+    """
     return [
-        Binding(a.key, a.action, a.description, show=a.show, tooltip=a.tooltip, id=a.id)
+        Binding(a.key, a.action, a.description, show=a.show, tooltip=a.tooltip, id=a.id, priority=priority)
         for a in ACTIONS
         if a.scope == scope
     ]
+
+
+def scope_actions(scope: str) -> frozenset[str]:
+    """Action names of a scope."""
+    return frozenset(a.action for a in ACTIONS if a.scope == scope)
 
 
 def changing_actions(scope: str) -> frozenset[str]:

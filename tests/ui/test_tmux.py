@@ -82,6 +82,7 @@ def test_demo_in_tmux_shows_oom_line_and_card(tmp_path: Path) -> None:
         screen = tmux.wait_for("FAILED · CUDA OOM", "rollback EP8 READY", timeout_s=60)
         assert "tried     672.00 MiB" in screen
         tmux("send-keys", "-t", "console", "/")
+        tmux.wait_for("filter: regex")  # the filter input is open (its placeholder shows) before we type
         tmux("send-keys", "-t", "console", "-l", "class:oom")
         tmux("send-keys", "-t", "console", "Enter")
         screen = tmux.wait_for("torch.OutOfMemoryError: CUDA out of memory", "tried 672.00 MiB free")

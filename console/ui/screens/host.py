@@ -6,12 +6,12 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.containers import Horizontal
 from textual.screen import Screen
-from textual.widgets import Footer, Header
+from textual.widgets import Footer, Header, Input
 
 from console.config import ServiceConfig
 from console.hosts.base import Host
 from console.ui.fetch import fetch_service_view
-from console.ui.keys import bindings, changing_actions
+from console.ui.keys import bindings, changing_actions, scope_actions
 from console.ui.messages import SwitchEvent, SwitchFinished
 from console.ui.widgets.gpu_pane import GpuPane
 from console.ui.widgets.journal_pane import JournalPane, PhaseSeen
@@ -20,12 +20,16 @@ from console.ui.widgets.switch_progress import SwitchPanel
 from console.ui.worker_errors import NotifiesWorkerErrors
 
 CHANGING = changing_actions("host")
+JOURNAL = scope_actions("journal")
 
 
 class HostScreen(NotifiesWorkerErrors, Screen[None]):
     """Everything about one host; its panes own their polls, the screen owns the switch."""
 
-    BINDINGS = bindings("host")
+    # The journal's keys belong to the screen, as priority bindings: they work whatever widget has
+    # focus, and each runs before the next key is dispatched, so `/` then typed text reaches the
+    # filter input even when the keys arrive in one burst (tmux send-keys, a paste, a fast typist).
+    BINDINGS = bindings("journal", priority=True) + bindings("host")
 
     def __init__(self, host: Host) -> None:
         super().__init__(name=f"host:{host.name}")
@@ -61,11 +65,25 @@ class HostScreen(NotifiesWorkerErrors, Screen[None]):
     def on_mount(self) -> None:
         self.title = f"serve-console · {self.host.name}"
         self.sub_title = self.service.name + (" · read-only" if self.app.readonly else "")  # type: ignore[attr-defined]
-        self.query_one("#journal-view").focus()
+        self.focus_journal()
+
+    def on_screen_resume(self) -> None:
+        # A modal (picker, confirmation, help, palette) closed: keys go to the journal again.
+        self.focus_journal()
+
+    def focus_journal(self) -> None:
+        """Focus the journal view now (not after a refresh) unless a widget of this screen has focus."""
+        focused = self.focused
+        if focused is None or not focused.is_attached or not focused.display:
+            views = self.query("#journal-view")
+            if views:
+                self.set_focus(views.first())
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action in CHANGING and self.app.readonly:  # type: ignore[attr-defined]
             return False
+        if action in JOURNAL and isinstance(self.focused, Input):
+            return False  # the filter's text input keeps its keys (`/`, `n`, `e` are text there)
         return True
 
     # -- data flow between panes ---------------------------------------------------------------------
@@ -80,6 +98,37 @@ class HostScreen(NotifiesWorkerErrors, Screen[None]):
     def _phase_seen(self, event: PhaseSeen) -> None:
         if self.last_view is None or event.unit == self.last_view.unit or self.switching:
             self.query_one(ServicePane).set_phase(event.event.phase)
+
+    # -- journal actions (keys on the screen, work done by the pane) ---------------------------------
+    def _journal(self) -> JournalPane:
+        return self.query_one(JournalPane)
+
+    def action_next_finding(self) -> None:
+        self._journal().action_next_finding()
+
+    def action_prev_finding(self) -> None:
+        self._journal().action_prev_finding()
+
+    def action_filter(self) -> None:
+        self._journal().action_filter()
+
+    def action_search(self) -> None:
+        self._journal().action_search()
+
+    def action_next_match(self) -> None:
+        self._journal().action_next_match()
+
+    def action_prev_match(self) -> None:
+        self._journal().action_prev_match()
+
+    def action_copy_line(self) -> None:
+        self._journal().action_copy_line()
+
+    def action_follow(self) -> None:
+        self._journal().action_follow()
+
+    def action_clear_filter(self) -> None:
+        self._journal().action_clear_filter()
 
     # -- actions -------------------------------------------------------------------------------------
     def action_back(self) -> None:
@@ -99,6 +148,7 @@ class HostScreen(NotifiesWorkerErrors, Screen[None]):
             self.last_view = None
             self.sub_title = self.service.name + (" · read-only" if self.app.readonly else "")  # type: ignore[attr-defined]
             self.refresh(recompose=True)
+            self.call_after_refresh(self.focus_journal)
 
     def action_layouts(self) -> None:
         from console.ui.screens.picker import LayoutPicker
@@ -135,6 +185,7 @@ class HostScreen(NotifiesWorkerErrors, Screen[None]):
         self.query_one(GpuPane).fast = True
         self.query_one(SwitchPanel).begin(self.host.name, self.service.name, layout.name, force)
         self.query_one(JournalPane).follow_unit(self.service.unit_for(layout))
+        self.focus_journal()
         self.run_switch(layout.name, force)
 
     @work(exclusive=True, group="switch", exit_on_error=False)

@@ -20,7 +20,6 @@ from textual.widgets import Input
 
 from console.domain.models import Engine, Finding, JournalEntry, ReadinessEvent
 from console.hosts.base import Host
-from console.ui.keys import bindings
 from console.ui.widgets.journal_lines import LineFilter
 from console.ui.widgets.journal_view import JournalView
 from console.ui.worker_errors import NotifiesWorkerErrors
@@ -61,9 +60,10 @@ class _Classifier:
 
 
 class JournalPane(NotifiesWorkerErrors, Vertical):
-    """A unit's live journal tail with triage highlighting, follow mode, filter, search and copy."""
+    """A unit's live journal tail with triage highlighting, follow mode, filter, search and copy.
 
-    BINDINGS = bindings("journal")
+    Its keys are bound on the host screen (so they work whatever has focus); the actions live here.
+    """
 
     def __init__(self, host: Host, *, engine: Engine, line_cap: int, id: str | None = None) -> None:
         super().__init__(id=id)
@@ -80,7 +80,7 @@ class JournalPane(NotifiesWorkerErrors, Vertical):
         self.border_title = "journal"
 
     def compose(self) -> ComposeResult:
-        yield JournalView(line_cap=self.line_cap, id="journal-view")
+        yield JournalView(line_cap=self.line_cap, end_key_is_screens=True, id="journal-view")
         yield Input(id="journal-find", classes="-hidden")
 
     @property
@@ -198,7 +198,8 @@ class JournalPane(NotifiesWorkerErrors, Vertical):
         current = self.view.line_filter.text if mode == "filter" and self.view.line_filter else ""
         find.value = current if mode == "filter" else (self.view.search.pattern if self.view.search else "")
         find.remove_class("-hidden")
-        find.focus()
+        # Focus at once, not after a refresh (`focus()`): the keys queued behind `/` must reach the input.
+        self.screen.set_focus(find)
 
     @on(Input.Submitted, "#journal-find")
     def _find_submitted(self, event: Input.Submitted) -> None:
@@ -224,7 +225,7 @@ class JournalPane(NotifiesWorkerErrors, Vertical):
 
     def _close_find(self) -> None:
         self.query_one("#journal-find", Input).add_class("-hidden")
-        self.view.focus()
+        self.screen.set_focus(self.view)
         self._update_title()
 
     def action_copy_line(self) -> None:

@@ -52,8 +52,15 @@ class JournalView(ScrollView, can_focus=True):
             super().__init__()
             self.follow = follow
 
-    def __init__(self, *, line_cap: int = 50_000, id: str | None = None, classes: str | None = None):
+    def __init__(self, *, line_cap: int = 50_000, end_key_is_screens: bool = False, id: str | None = None,
+                 classes: str | None = None):
+        """Args:
+            line_cap: lines kept; older ones drop.
+            end_key_is_screens: the screen binds End (journal.follow), so the view's own End binding
+                steps aside and the footer shows the screen's once, in its place.
+        """
         super().__init__(id=id, classes=classes)
+        self.end_key_is_screens = end_key_is_screens
         self.line_cap = line_cap
         self._lines: list[JournalLine] = []
         self._rows: list[int] | None = None  # seqs shown while a filter is on
@@ -258,6 +265,11 @@ class JournalView(ScrollView, can_focus=True):
         self.cursor_seq = None
         self._cache.clear()
         self.refresh()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "scroll_end" and self.end_key_is_screens:
+            return False
+        return super().check_action(action, parameters)
 
     # -- follow mode ---------------------------------------------------------------------------------
     def set_follow(self, follow: bool) -> None:

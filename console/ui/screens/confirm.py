@@ -35,14 +35,20 @@ class ConfirmSwitch(NotifiesWorkerErrors, ModalScreen[tuple[str, bool] | None]):
         self.layout_name = self.layout_cfg.name if self.layout_cfg else layout
         self.view = view
         self.fit = fit
-        self.fit_known = fit is not None or fits is not None
+        # The picker's fits are known once its worker filled them in; chosen earlier, we compute our own.
+        self.fit_known = fit is not None or (fits is not None and self.layout_name in fits)
+        running = service.layout(view.layout) if view is not None and view.layout else None
+        self.is_restart = (running is not None and running.name == self.layout_name
+                           and view is not None and view.state is not None and view.state.is_running)
+        """The running layout was chosen: the switch stops and starts it again with the same flags."""
 
     def compose(self) -> ComposeResult:
         with Vertical(id="confirm-box") as box:
-            box.border_title = f"switch {self.service.name} → {self.layout_name}"
+            verb = "restart" if self.is_restart else "switch"
+            box.border_title = f"{verb} {self.service.name} → {self.layout_name}"
             yield Static(id="confirm-text")
             with Horizontal(id="confirm-buttons"):
-                yield Button("Switch (y)", id="confirm-yes", variant="primary")
+                yield Button(f"{verb.capitalize()} (y)", id="confirm-yes", variant="primary")
                 yield Button("Force (f)", id="confirm-force", variant="error")
                 yield Button("Cancel (n)", id="confirm-no")
 
@@ -74,11 +80,18 @@ class ConfirmSwitch(NotifiesWorkerErrors, ModalScreen[tuple[str, bool] | None]):
         text = Text()
         running = self.view.unit if self.view and self.view.state and self.view.state.is_running else None
         new_unit = self.service.unit_for(self.layout_cfg)
-        text.append(f"Switch {self.service.name} on {self.host.name}")
-        if self.view and self.view.layout:
-            text.append(f" from {self.view.layout}")
-        text.append(f" to {self.layout_name}.\n\n")
-        if running and running != new_unit:
+        if self.is_restart:
+            text.append(f"Restart {self.layout_name} on {self.host.name}?", style="bold")
+            text.append(f"  ({self.service.name} runs it now)\n\n")
+        else:
+            text.append(f"Switch {self.service.name} on {self.host.name}")
+            if self.view and self.view.layout:
+                text.append(f" from {self.view.layout}")
+            text.append(f" to {self.layout_name}.\n\n")
+        if self.is_restart:
+            text.append("This restarts ", style="bold")
+            text.append(f"{running} (stop, then start with {self.layout_name}'s flags)\n")
+        elif running and running != new_unit:
             text.append("This stops   ", style="bold")
             text.append(f"{running}\n")
             text.append("and starts   ", style="bold")

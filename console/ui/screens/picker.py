@@ -88,12 +88,13 @@ class LayoutPicker(NotifiesWorkerErrors, ModalScreen[tuple[str, bool] | None]):
         for lc, fit in pairs:
             self.fits[lc.name] = fit
             gpus, weights, headroom, verdict = fit_cells(fit)
-            table.update_cell(lc.name, "GPUs", gpus)
-            table.update_cell(lc.name, "weights/GPU", weights)
-            table.update_cell(lc.name, "headroom", headroom)
+            # The columns were sized for the "…" placeholders: widen them to the figures (no "+2.48 Gi").
+            table.update_cell(lc.name, "GPUs", gpus, update_width=True)
+            table.update_cell(lc.name, "weights/GPU", weights, update_width=True)
+            table.update_cell(lc.name, "headroom", headroom, update_width=True)
             color = self.app.theme_variables.get(_VERDICT_VAR.get(verdict, ""), "")
             label = Text(verdict.upper() if verdict in ("oom", "invalid") else verdict, style=f"bold {color}".strip())
-            table.update_cell(lc.name, "fit", label)
+            table.update_cell(lc.name, "fit", label, update_width=True)
         readonly = self.app.readonly  # type: ignore[attr-defined]
         note.update(("read-only: view only.  " if readonly else "Enter: switch (asks first).  ")
                     + "Esc: close.  ▶ running  ✓ last ready.  An OOM verdict needs an explicit force.")

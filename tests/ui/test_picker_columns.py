@@ -1,0 +1,36 @@
+"""The picker shows every figure in full (headroom, verdict) at 120 columns and wider."""
+
+from __future__ import annotations
+
+import pytest
+from fixed_host import fixed_app
+from screen_text import screen_text
+
+from console.ui.screens.host import HostScreen
+from console.ui.screens.picker import LayoutPicker
+
+
+async def settle(pilot, predicate=lambda: True, tries: int = 60) -> bool:
+    for _ in range(tries):
+        await pilot.pause(0.05)
+        if predicate():
+            return True
+    return predicate()
+
+
+@pytest.mark.parametrize("size", [(120, 40), (140, 45), (200, 50)])
+async def test_picker_rows_show_full_figures(size: tuple[int, int]) -> None:
+    app = fixed_app({"demo": "ep8"})
+    async with app.run_test(size=size) as pilot:
+        assert await settle(pilot, lambda: isinstance(app.screen, HostScreen) and app.screen.last_view is not None)
+        await pilot.press("l")
+        assert await settle(pilot, lambda: isinstance(app.screen, LayoutPicker) and app.screen.fits)
+        await pilot.pause(0.1)
+        text = screen_text(app)
+        rows = {name: next(line for line in text.splitlines() if f" {name} " in line and ".service" in line)
+                for name in ("TP8", "PP8", "EP8", "TP4 EP2")}
+        assert "73.22 GiB" in rows["TP8"] and "+2.48 GiB" in rows["TP8"] and " fits " in rows["TP8"]
+        assert "+0.63 GiB" in rows["PP8"] and " fits " in rows["PP8"]
+        assert "▶ running" in rows["EP8"] and "+3.56 GiB" in rows["EP8"] and " fits " in rows["EP8"]
+        assert "141.69 GiB" in rows["TP4 EP2"] and "-65.45 GiB" in rows["TP4 EP2"] and " OOM " in rows["TP4 EP2"]
+        assert "sglang-k26@tp4ep2.service" in rows["TP4 EP2"]

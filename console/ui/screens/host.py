@@ -230,6 +230,7 @@ class HostScreen(NotifiesWorkerErrors, Screen[None]):
         self.switching = False
         self.query_one(GpuPane).fast = False
         self.query_one(SwitchPanel).finish(message.result)
+        self.query_one(ServicePane).poll_now()  # health and state as they are now, not before the switch ended
         outcome = message.result.get("outcome")
         rollback = message.result.get("rollback") or {}
         if outcome == "ready":

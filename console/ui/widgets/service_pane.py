@@ -72,6 +72,9 @@ class ServicePane(NotifiesWorkerErrors, Widget):
         self.clock = clock
         self.view: ServiceView | None = None
         self.phase_override: Phase | None = None
+        self.phase_at: float | None = None
+        """When the journal last moved the phase: a health sample taken before it may be out of date."""
+        self._wake = asyncio.Event()
         self.error: str | None = None
         self.last_ok_at: float | None = None
         """When the last status without an error arrived (the data's age when the host goes down)."""
@@ -93,7 +96,28 @@ class ServicePane(NotifiesWorkerErrors, Widget):
                 self._restyle()
             else:
                 self.show(view)
-            await asyncio.sleep(self.refresh_s)
+            await self._sleep(self._next_wait_s())
+
+    def _next_wait_s(self) -> float:
+        """The poll interval, shorter while the journal says READY and the probe does not agree yet."""
+        view = self.view
+        health = view.health if view is not None else None
+        if self.phase_override == Phase.READY and health is not None and health.status != "ready":
+            return min(self.refresh_s, 0.5)
+        return self.refresh_s
+
+    async def _sleep(self, seconds: float) -> None:
+        """Sleep until the next poll, or until `poll_now` asks for one."""
+        self._wake.clear()
+        try:
+            await asyncio.wait_for(self._wake.wait(), timeout=seconds)
+        except TimeoutError:
+            pass
+
+    def poll_now(self) -> None:
+        """Fetch the status (and probe health) now, not at the next interval: the phase reached READY
+        or a switch ended, and the last health reading predates that."""
+        self._wake.set()
 
     def show(self, view: ServiceView) -> None:
         """Render a status (tests feed fixed ones through here too)."""
@@ -108,6 +132,10 @@ class ServicePane(NotifiesWorkerErrors, Widget):
 
     def set_phase(self, phase: Phase) -> None:
         """The readiness phase seen in the journal (newer than the last poll)."""
+        if phase != self.phase_override:
+            self.phase_at = self.clock()
+            if phase == Phase.READY:
+                self.poll_now()
         self.phase_override = phase
         self.refresh()
 
@@ -170,9 +198,11 @@ class ServicePane(NotifiesWorkerErrors, Widget):
         out.append("\n")
         label("")
         out.append(view.fit_detail or "", style=s("service--dim"))
-        if view.last_ready_layout:
-            out.append(f"{' · ' if view.fit_detail else ''}last ready {view.last_ready_layout}", style=s("service--dim"))
         out.append("\n")
+        if view.last_ready_layout:  # its own row: beside the fit detail it ran past the pane's width
+            label("")
+            out.append(f"last ready {view.last_ready_layout}", style=s("service--dim"))
+            out.append("\n")
         label("health")
         h = view.health
         if h is None:
@@ -180,10 +210,14 @@ class ServicePane(NotifiesWorkerErrors, Widget):
         else:
             level = {"ready": "service--ok", "starting": "service--warn"}.get(h.status, "service--bad")
             out.append(h.status, style=s(level))
-            if h.http_status is not None:
-                out.append(f" (HTTP {h.http_status})")
+            detail = [f"HTTP {h.http_status}"] if h.http_status is not None else []
+            if self.health_is_stale(h.taken_at):
+                detail.append(f"{age_text(self.clock() - h.taken_at)} ago")
+            if detail:
+                out.append(f" ({', '.join(detail)})")
+        out.append("\n")
+        label("phase")  # its own row: a health reading with its age leaves no room beside it
         phase = self.phase_override or view.phase
-        out.append(" · phase ")
         if phase is None:
             out.append("-", style=s("service--dim"))
         else:
@@ -191,6 +225,11 @@ class ServicePane(NotifiesWorkerErrors, Widget):
                      else "service--dim" if phase == Phase.STOPPED else "service--warn")
             out.append(phase.value.replace("_", " ").upper(), style=s(level))
         return out
+
+    def health_is_stale(self, taken_at: float) -> bool:
+        """A health reading older than a poll, or taken before the phase last moved, shows its age."""
+        age = self.clock() - taken_at
+        return age > max(1.5 * self.refresh_s, 2.0) or (self.phase_at is not None and taken_at < self.phase_at)
 
     def with_view(self, **changes: object) -> None:
         if self.view is not None:

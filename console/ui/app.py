@@ -49,6 +49,7 @@ class ConsoleApp(NotifiesWorkerErrors, App[None]):
         auto_open: bool = True,
         demo_start: bool = False,
         stop_started_units: bool = False,
+        notices: Sequence[str] = (),
     ) -> None:
         """Args:
             hosts: the hosts to show, already built (real, simulated, or fixed-data for tests).
@@ -60,6 +61,7 @@ class ConsoleApp(NotifiesWorkerErrors, App[None]):
             auto_open: with a single host, open its screen straight away.
             demo_start: bring the demo's first layout up when nothing runs (the story's first act).
             stop_started_units: on exit, stop every unit that runs now but did not at start (the demo).
+            notices: lines to show as notifications once the app runs (the demo moved to a free port).
         """
         super().__init__()
         self.hosts = {h.name: h for h in hosts}
@@ -76,6 +78,7 @@ class ConsoleApp(NotifiesWorkerErrors, App[None]):
         self.demo_start = demo_start
         self.stop_started_units = stop_started_units
         self._units_at_start: set[tuple[str, str]] | None = None
+        self.notices = list(notices)
 
     def get_default_screen(self):
         from console.ui.screens.fleet import FleetScreen
@@ -95,6 +98,8 @@ class ConsoleApp(NotifiesWorkerErrors, App[None]):
         self.set_keymap(keymap)
         for problem in self.keymap_problems:
             self.notify(problem, severity="warning")
+        for notice in self.notices:
+            self.notify(notice, severity="warning", timeout=10)
         if self.auto_open and len(self.hosts) == 1:
             self.open_host(next(iter(self.hosts)))
         if self.stop_started_units or self.demo_start:

@@ -22,13 +22,27 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run)
 
 
+def tui_config(args: argparse.Namespace):
+    """The config to open, and notes for the operator (a demo service moved off a busy port).
+
+    Only the packaged demo is ever moved: another demo on this machine may hold its port 30000. A
+    user's hosts.toml is used as written.
+    """
+    from console.config_loader import load_config
+
+    if args.demo:
+        from console.sim.demo_cluster import load_demo_config
+
+        return load_demo_config()
+    return load_config(args.config), []
+
+
 def run(args: argparse.Namespace) -> int:
-    from console.config_loader import demo_config_path, load_config
     from console.errors import UsageError
     from console.hosts.state_dir import STATE_DIR_ENV
     from console.ui.themes import theme_names
 
-    config = load_config(demo_config_path() if args.demo else args.config)
+    config, notes = tui_config(args)
     if args.theme and args.theme not in theme_names():
         raise UsageError(f"unknown theme {args.theme!r}; choose from {', '.join(theme_names())}")
     if not config.hosts:
@@ -38,10 +52,10 @@ def run(args: argparse.Namespace) -> int:
         if args.demo and not os.environ.get(STATE_DIR_ENV):
             # Like `serve-console demo`: the demo's units and audit live in a temporary state dir.
             state_root = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="serve-console-demo-")))
-        return _run_app(args, config, state_root)
+        return _run_app(args, config, state_root, notes)
 
 
-def _run_app(args: argparse.Namespace, config, state_root: Path | None) -> int:
+def _run_app(args: argparse.Namespace, config, state_root: Path | None, notes: list[str]) -> int:
     from console.hosts.factory import open_hosts
     from console.ops.audit import open_audit
     from console.ui.app import ConsoleApp
@@ -50,7 +64,7 @@ def _run_app(args: argparse.Namespace, config, state_root: Path | None) -> int:
     audit = open_audit(state_root)
     app = ConsoleApp(hosts, config=config, readonly=args.readonly, theme=args.theme, audit=audit,
                      demo_start=args.demo and not args.readonly and os.environ.get(NO_START_ENV) != "1",
-                     stop_started_units=args.demo)
+                     stop_started_units=args.demo, notices=notes)
     try:
         app.run()
     finally:

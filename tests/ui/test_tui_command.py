@@ -34,3 +34,72 @@ def test_broken_theme_file_names_the_file(tmp_path) -> None:
     (tmp_path / "bad.toml").write_text("primary = [unclosed\n")
     with pytest.raises(ConfigError, match="bad.toml"):
         load_themes(tmp_path)
+
+
+def _hold(port: int):
+    """Listen on 127.0.0.1:port unless something already does (another demo holds it: just as busy)."""
+    import socket
+
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as servers do: TIME_WAIT is not "held"
+    try:
+        sock.bind(("127.0.0.1", port))
+        sock.listen()
+    except OSError:
+        sock.close()
+        return None
+    return sock
+
+
+def _port(url: str) -> int:
+    from urllib.parse import urlsplit
+
+    return int(urlsplit(url).port or 0)
+
+
+def test_demo_moves_off_a_busy_port() -> None:
+    import argparse
+
+    from console.config_loader import demo_config_path, load_config
+    from console.ui.command import tui_config
+
+    packaged = _port(load_config(demo_config_path()).hosts[0].services[0].url)
+    holder = _hold(packaged)
+    try:
+        config, notes = tui_config(argparse.Namespace(demo=True, config=None))
+    finally:
+        if holder is not None:
+            holder.close()
+    moved = _port(config.hosts[0].services[0].url)
+    assert moved != packaged
+    assert len(notes) == 1 and f"port {packaged} is in use" in notes[0] and str(moved) in notes[0]
+
+
+def test_user_config_is_used_as_written(tmp_path) -> None:
+    import argparse
+
+    from console.config_loader import demo_config_path
+    from console.ui.command import tui_config
+
+    holder = _hold(0)
+    assert holder is not None
+    busy = holder.getsockname()[1]
+    demo = demo_config_path()
+    text = demo.read_text().replace("http://127.0.0.1:30000", f"http://127.0.0.1:{busy}")
+    text = text.replace('model_config = "', f'model_config = "{demo.parent}/')
+    hosts = tmp_path / "hosts.toml"
+    hosts.write_text(text)
+    try:
+        config, notes = tui_config(argparse.Namespace(demo=False, config=str(hosts)))
+    finally:
+        holder.close()
+    assert notes == [] and config.hosts[0].services[0].url == f"http://127.0.0.1:{busy}"
+
+
+async def test_notices_show_as_notifications() -> None:
+    from fixed_host import fixed_app
+
+    app = fixed_app({"demo": "ep8"}, notices=["demo/kimi-k2.6: port 30000 is in use here; the demo serves on 41234"])
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause(0.2)
+        assert any("the demo serves on 41234" in n.message for n in app._notifications)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import os
 import pty
@@ -204,6 +205,8 @@ async def key_latency(rate: int, presses: int) -> dict[str, float]:
             original_toggle()
 
         pane.toggle_processes = toggle  # type: ignore[method-assign]
+        gc_pauses = GcPauseMeter()
+        gc.callbacks.append(gc_pauses.callback)
         for n in range(presses):
             key = events.Key("p", "p")
             key.set_sender(app)
@@ -218,12 +221,30 @@ async def key_latency(rate: int, presses: int) -> dict[str, float]:
             latencies.append(painted - t0)
             await asyncio.sleep(0.1)
         elapsed = time.perf_counter() - t_start
+        gc.callbacks.remove(gc_pauses.callback)
         stored = journal.view.line_count
     latencies.sort()
     return {"rate_target_lines_per_s": rate, "rate_achieved_lines_per_s": round((flood.sent - sent0) / elapsed),
             "frames_per_s": round((len(frames) - frames0) / elapsed, 1),
             "key_to_repaint_ms_median": round(statistics.median(latencies) * 1000, 1),
-            "key_to_repaint_ms_max": round(latencies[-1] * 1000, 1), "lines_stored": stored}
+            "key_to_repaint_ms_max": round(latencies[-1] * 1000, 1), "lines_stored": stored,
+            "gc_full_passes": gc_pauses.full_passes, "gc_pause_ms_max": round(gc_pauses.longest_s * 1000, 1)}
+
+
+class GcPauseMeter:
+    """The collector's passes while keys are measured: how many full ones, and the longest pass."""
+
+    def __init__(self) -> None:
+        self.started = 0.0
+        self.full_passes = 0
+        self.longest_s = 0.0
+
+    def callback(self, phase: str, info: dict) -> None:
+        if phase == "start":
+            self.started = time.perf_counter()
+            return
+        self.longest_s = max(self.longest_s, time.perf_counter() - self.started)
+        self.full_passes += info.get("generation") == 2
 
 
 # -- 4. RSS --------------------------------------------------------------------------------------------------
@@ -286,7 +307,8 @@ def main() -> int:
           f" ratio pane/Log {i.get('ratio_pane_vs_log')}x, pane+triage/Log {i.get('ratio_pane_with_triage_vs_log')}x")
     print(f"key-to-repaint under {k.get('rate_target_lines_per_s')} lines/s (achieved "
           f"{k.get('rate_achieved_lines_per_s')}): median {k.get('key_to_repaint_ms_median')} ms, max "
-          f"{k.get('key_to_repaint_ms_max')} ms, {k.get('frames_per_s')} frames/s")
+          f"{k.get('key_to_repaint_ms_max')} ms, {k.get('frames_per_s')} frames/s; GC: {k.get('gc_full_passes')}"
+          f" full passes, longest pass {k.get('gc_pause_ms_max')} ms")
     print(f"peak RSS with {r.get('hosts')} hosts and {r.get('lines_buffered_per_host')} lines each: "
           f"{r.get('peak_rss_mib')} MiB")
     print(json.dumps({"bench": "tui", **figures}))

@@ -20,12 +20,15 @@ from console.config import ConsoleConfig, UiConfig
 from console.hosts.base import Host
 from console.ops.audit import AuditLog
 from console.ui.commands_palette import ConsoleCommands
+from console.ui.gc_pauses import GcPauses
 from console.ui.keys import BY_ID, bindings, validate_keymap
 from console.ui.themes import load_themes
 from console.ui.worker_errors import NotifiesWorkerErrors
 
 #: The layout `--demo` brings up first when nothing runs, as in the seed's story.
 DEMO_FIRST_LAYOUT = "EP8"
+#: Seconds after start when the startup objects are frozen out of the collector's full passes.
+GC_FREEZE_AFTER_S = 0.5
 
 
 class ConsoleApp(NotifiesWorkerErrors, App[None]):
@@ -79,6 +82,7 @@ class ConsoleApp(NotifiesWorkerErrors, App[None]):
         self.stop_started_units = stop_started_units
         self._units_at_start: set[tuple[str, str]] | None = None
         self.notices = list(notices)
+        self.gc_pauses = GcPauses()
 
     def get_default_screen(self):
         from console.ui.screens.fleet import FleetScreen
@@ -104,6 +108,8 @@ class ConsoleApp(NotifiesWorkerErrors, App[None]):
             self.open_host(next(iter(self.hosts)))
         if self.stop_started_units or self.demo_start:
             self._note_running_units()
+        # Once the first screens are up (and not in the way of the first frame), freeze what exists.
+        self.set_timer(GC_FREEZE_AFTER_S, self.gc_pauses.freeze_startup)
 
     @work(exclusive=True, group="app-start", exit_on_error=False)
     async def _note_running_units(self) -> None:
@@ -124,6 +130,7 @@ class ConsoleApp(NotifiesWorkerErrors, App[None]):
         """Stop what the demo started (no orphan engines), then close every host."""
         from console.ui.command import running_units
 
+        self.gc_pauses.restore()
         if self.stop_started_units and self._units_at_start is not None:
             with contextlib.suppress(Exception):
                 now = await running_units(self.hosts.values())

@@ -24,6 +24,11 @@ from textual.strip import Strip
 from console.domain.models import Finding
 from console.ui.widgets.journal_lines import JournalLine, LineFilter, clean_text, marker_for
 
+#: Rendered lines kept (a screenful or two, with and without the cursor). Each cached line holds
+#: about three Textual strips with seven small caches each; 2048 lines kept ~100k objects alive for
+#: the garbage collector to walk, for no gain under a flood where every frame shows new lines.
+STRIP_CACHE_LINES = 256
+
 
 class JournalView(ScrollView, can_focus=True):
     """A virtualised, bounded log of journal lines with triage highlighting."""
@@ -67,7 +72,7 @@ class JournalView(ScrollView, can_focus=True):
         self._findings: list[int] = []  # seqs of lines with a finding
         self._next_seq = 0
         self._width = 0
-        self._cache: LRUCache[tuple[int, bool], Strip] = LRUCache(2048)
+        self._cache: LRUCache[tuple[int, bool], Strip] = LRUCache(STRIP_CACHE_LINES)
         self._styles: dict[str, Style] = {}
         self.line_filter: LineFilter | None = None
         self.search: re.Pattern[str] | None = None

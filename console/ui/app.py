@@ -27,8 +27,8 @@ from console.ui.worker_errors import NotifiesWorkerErrors
 
 #: The layout `--demo` brings up first when nothing runs, as in the seed's story.
 DEMO_FIRST_LAYOUT = "EP8"
-#: Seconds after start when the startup objects are frozen out of the collector's full passes.
-GC_FREEZE_AFTER_S = 0.5
+#: Seconds after the first frame when the startup objects are frozen out of the collector's full passes.
+GC_FREEZE_AFTER_S = 0.2
 
 
 class ConsoleApp(NotifiesWorkerErrors, App[None]):
@@ -108,8 +108,8 @@ class ConsoleApp(NotifiesWorkerErrors, App[None]):
             self.open_host(next(iter(self.hosts)))
         if self.stop_started_units or self.demo_start:
             self._note_running_units()
-        # Once the first screens are up (and not in the way of the first frame), freeze what exists.
-        self.set_timer(GC_FREEZE_AFTER_S, self.gc_pauses.freeze_startup)
+        # Once the first frame is out (the freeze's one collection must not delay it), freeze what exists.
+        self.call_after_refresh(lambda: self.set_timer(GC_FREEZE_AFTER_S, self.gc_pauses.freeze_startup))
 
     @work(exclusive=True, group="app-start", exit_on_error=False)
     async def _note_running_units(self) -> None:

@@ -1,33 +1,52 @@
-"""Colour themes as files: `themes/NAME.toml` holds a Textual theme's fields and extra variables."""
+"""Colour themes as files: `themes/NAME.toml` holds a Textual theme's fields and extra variables.
+
+Themes are looked up in three folders, a later one overriding an earlier one by name: the copy a wheel
+installs (`<prefix>/share/serve-console/themes`), the checkout's `themes/` (an editable install), and
+the user's own (`~/.config/serve-console/themes`), where an operator adds or overrides a theme.
+"""
 
 from __future__ import annotations
 
-import tomllib
+import sys
 from pathlib import Path
 
+import platformdirs
+import tomli
 from textual.theme import Theme
 
 from console.errors import ConfigError
 
-#: The repository's themes/ folder (the package is installed editable from the checkout).
-THEME_DIR = Path(__file__).resolve().parents[2] / "themes"
+INSTALLED_THEMES = Path(sys.prefix) / "share" / "serve-console" / "themes"
+CHECKOUT_THEMES = Path(__file__).resolve().parents[2] / "themes"
+
+
+def theme_dirs() -> list[Path]:
+    """The theme folders that exist, lowest precedence first."""
+    user = platformdirs.user_config_path("serve-console", appauthor=False) / "themes"
+    return [d for d in (INSTALLED_THEMES, CHECKOUT_THEMES, user) if d.is_dir()]
+
 _FIELDS = {
     "primary", "secondary", "warning", "error", "success", "accent", "foreground", "background",
     "surface", "panel", "boost", "dark", "luminosity_spread", "text_alpha",
 }
 
 
-def theme_names(theme_dir: Path = THEME_DIR) -> list[str]:
+def theme_files(*dirs: Path) -> dict[str, Path]:
+    """Theme name -> file, over `dirs` (default: `theme_dirs()`), later folders winning; dark first."""
+    files = {p.stem: p for d in (dirs or theme_dirs()) for p in sorted(d.glob("*.toml"))}
+    return dict(sorted(files.items(), key=lambda item: (item[0] != "dark", item[0])))
+
+
+def theme_names() -> list[str]:
     """Names of the theme files, dark first."""
-    names = sorted(p.stem for p in theme_dir.glob("*.toml"))
-    return sorted(names, key=lambda n: (n != "dark", n))
+    return list(theme_files())
 
 
 def load_theme(path: Path) -> Theme:
     """Read one theme file; a bad file is a ConfigError naming it."""
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError) as exc:
+        data = tomli.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomli.TOMLDecodeError) as exc:
         raise ConfigError(path, None, f"cannot read theme: {exc}") from None
     unknown = set(data) - _FIELDS - {"name", "variables"}
     if unknown:
@@ -39,10 +58,10 @@ def load_theme(path: Path) -> Theme:
     return Theme(name=str(data.get("name", path.stem)), variables=variables, **fields)
 
 
-def load_themes(theme_dir: Path = THEME_DIR) -> dict[str, Theme]:
-    """Every theme in the folder, by name."""
+def load_themes(*dirs: Path) -> dict[str, Theme]:
+    """Every theme in `dirs` (default: `theme_dirs()`), by name."""
     themes = {}
-    for name in theme_names(theme_dir):
-        theme = load_theme(theme_dir / f"{name}.toml")
+    for path in theme_files(*dirs).values():
+        theme = load_theme(path)
         themes[theme.name] = theme
     return themes

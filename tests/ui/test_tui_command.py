@@ -103,3 +103,13 @@ async def test_notices_show_as_notifications() -> None:
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.pause(0.2)
         assert any("the demo serves on 41234" in n.message for n in app._notifications)
+
+
+def test_a_users_theme_overrides_and_extends_the_shipped_ones(tmp_path) -> None:
+    from console.ui.themes import CHECKOUT_THEMES, load_themes
+
+    (tmp_path / "dark.toml").write_text('primary = "#ff0000"\nbackground = "#101010"\n')
+    (tmp_path / "sepia.toml").write_text('primary = "#704214"\ndark = false\n')
+    themes = load_themes(CHECKOUT_THEMES, tmp_path)
+    assert themes["dark"].primary == "#ff0000"
+    assert {"sepia", "light", "high-contrast"} <= set(themes)

@@ -24,6 +24,9 @@ from console.hosts.argv import CommandFailed, LineSplitter, TransportLost, quote
 from console.hosts.base import LinkStatus
 from console.hosts.hostkeys import HostKeyJudge, HostKeyRefused, JudgingClient, known_hosts_files
 
+# Timeouts here use `asyncio.timeout`, never `asyncio.wait_for`: on Python 3.11, wait_for swallows a
+# cancel that arrives in the loop iteration where its command finishes, so a poller cancelled at that
+# moment (the switch watch's unit-state poll, as a start is decided) would run on forever.
 _READ_CHUNK = 1 << 16
 _STDERR_TAIL = 4096
 #: OpenSSH allows 10 sessions per connection (MaxSessions); keep one spare.
@@ -207,7 +210,8 @@ class SshTransport:
             if remaining <= 0:
                 raise HostError(self.name, f"SSH connect to {self.target} timed out")
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(changed.wait(), remaining)
+                async with asyncio.timeout(remaining):
+                    await changed.wait()
 
     async def start(self) -> None:
         """Begin connecting in the background (the UI shows the link state meanwhile)."""
@@ -235,7 +239,8 @@ class SshTransport:
         if conn is not None:
             conn.close()
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(conn.wait_closed(), 2.0)
+                async with asyncio.timeout(2.0):
+                    await conn.wait_closed()
         if self._supervisor is not None:
             self._supervisor.cancel()
             with contextlib.suppress(BaseException):
@@ -262,7 +267,8 @@ class SshTransport:
                 if input:
                     proc.stdin.write(input.encode())
                 proc.stdin.write_eof()
-                out, err = await asyncio.wait_for(proc.communicate(), timeout_s)
+                async with asyncio.timeout(timeout_s):
+                    out, err = await proc.communicate()
             except TimeoutError:
                 proc.close()
                 raise HostError(self.name, f"{args[0]} timed out after {timeout_s:g} s") from None
@@ -336,7 +342,8 @@ class SshTransport:
                     for line in splitter.feed(chunk):
                         yield line
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(proc.wait_closed(), 5.0)
+                    async with asyncio.timeout(5.0):
+                        await proc.wait_closed()
             except (OSError, asyncssh.Error) as exc:
                 raise TransportLost(
                     self.name, f"connection lost during {args[0]}: {describe_error(exc)}"
@@ -347,7 +354,8 @@ class SshTransport:
                 yield line
             if proc.returncode != 0:
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(err_task, 1.0)
+                    async with asyncio.timeout(1.0):
+                        await err_task
                 result = CommandResult(args, proc.returncode, stderr=stderr_tail.decode("utf-8", "replace"))
                 raise CommandFailed(self.name, result)
         finally:

@@ -112,28 +112,33 @@ class StartWatch:
             asyncio.create_task(self._watch_health(), name="watch-health"),
         ]
         try:
-            return await asyncio.wait_for(asyncio.shield(self._verdict), timeout=timeout_s)
+            async with asyncio.timeout(timeout_s):
+                return await asyncio.shield(self._verdict)
         except TimeoutError:
             now = time.time()
             reason = f"no verdict within {timeout_s:g} s (last phase: {self.phases.phase.value})"
-            return Verdict(TIMEOUT, reason, None, now, now, self.phases.phase)
+            self.decide(TIMEOUT, reason, None, now)  # also tells the watchers to end
+            return self._verdict.result()
         finally:
-            for task in tasks:
-                task.cancel()
-            for task in tasks:
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await task
+            if not self._verdict.done():
+                self._verdict.cancel()  # run() itself was cancelled: the watchers end all the same
+            await _stop_watchers(tasks)
 
-    # -- the three watchers ------------------------------------------------------------------------------
+    # -- the three watchers (each also ends by itself once there is a verdict) ---------------------------
+
+    def decided(self) -> bool:
+        return self._verdict is not None and self._verdict.done()
 
     async def _watch_journal(self) -> None:
-        while True:
+        while not self.decided():
             try:
                 async for entry in self.host.services.journal(
                     self.unit, after_cursor=self._cursor, follow=True
                 ):
                     self._cursor = entry.cursor
                     self.on_entry(entry)
+                    if self.decided():
+                        return
                 return
             except asyncio.CancelledError:
                 raise
@@ -172,7 +177,7 @@ class StartWatch:
 
     async def _watch_state(self) -> None:
         last: UnitState | None = None
-        while True:
+        while not self.decided():
             try:
                 state = await self.host.services.state(self.unit)
             except asyncio.CancelledError:
@@ -211,7 +216,7 @@ class StartWatch:
         if probe is None:
             return
         last_status: str | None = None
-        while True:
+        while not self.decided():
             try:
                 sample = await probe.probe()
             except asyncio.CancelledError:
@@ -226,3 +231,21 @@ class StartWatch:
                 if sample.status == "ready" and engine_says_up:
                     self.decide(READY, "/health answers 200", None, sample.taken_at)
             await asyncio.sleep(self.health_poll_s)
+
+
+async def _stop_watchers(tasks: list[asyncio.Task[None]]) -> None:
+    """Cancel the watchers and wait for them, re-cancelling any that lost its cancel: a cancel that
+    lands as an awaited command finishes can be swallowed (Python 3.11's `asyncio.wait_for` does
+    that), and one unbounded `await task` would then hang the switch for good."""
+    pending = {task for task in tasks if not task.done()}
+    for _round in range(10):
+        if not pending:
+            break
+        for task in pending:
+            task.cancel()
+        _done, pending = await asyncio.wait(pending, timeout=1.0)
+    # Still running after 10 cancels (never seen): leave them; they end at their next check of the verdict.
+    for task in tasks:
+        if task.done() and not task.cancelled():
+            with contextlib.suppress(Exception):
+                task.result()  # retrieved, so asyncio never logs it as unhandled

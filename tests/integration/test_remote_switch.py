@@ -23,6 +23,7 @@ pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]
 MODEL = REPO / "console" / "sim" / "models" / "moonshotai--Kimi-K2.6.json"
 TIME_SCALE = "0.02"  # the seed's minutes become seconds
+SWITCH_BOUND_S = 120  # both switches together, far above the ~2 s they take
 LAYOUTS = {"EP8": "sglang-k26-ep8.service", "TP4 EP2": "sglang-k26-tp4ep2.service", "TP8": "sglang-k26-tp8.service"}
 
 
@@ -85,10 +86,27 @@ async def test_two_consoles_switching_one_service_at_once_exactly_one_runs(clean
     bed.write_file("tb1", "/etc/serve-console/sim.env", f"SERVE_CONSOLE_SIM_TIME_SCALE={TIME_SCALE}\n")
     consoles = [k26_host(bed, TEMPLATE) for _ in range(2)]
     audits = [AuditLog(tmp_path / f"audit-{i}.sqlite") for i in range(2)]
+    events: list[list] = [[], []]
     try:
-        results = await asyncio.gather(
-            *(switch_layout(consoles[i], "k26", "EP8", audit=audits[i], timeout_s=240) for i in range(2))
-        )
+        switches = [
+            asyncio.create_task(
+                switch_layout(consoles[i], "k26", "EP8", audit=audits[i], on_event=events[i].append, timeout_s=90)
+            )
+            for i in range(2)
+        ]  # fmt: skip
+        # Our own bound, well under pytest's 300 s: asyncio.wait never cancels, so a switch that
+        # ignores a cancel cannot hang this wait the way wait_for(gather(...)) would.
+        _done, hung = await asyncio.wait(switches, timeout=SWITCH_BOUND_S)
+        if hung:
+            said = {i: events[i][-1].to_json() if events[i] else "no event yet" for i in range(2)}
+            for task in hung:
+                task.cancel()
+            await asyncio.wait(hung, timeout=10)
+            names = [f"console {i}" for i in range(2) if switches[i] in hung]
+            pytest.fail(
+                f"{' and '.join(names)} still switching after {SWITCH_BOUND_S} s; last events: {said}"
+            )
+        results = [task.result() for task in switches]
         outcomes = sorted(r.outcome for r in results)
         assert outcomes == sorted([READY, REFUSED]), [r.reason for r in results]
         refused = next(r for r in results if r.outcome == REFUSED)

@@ -32,6 +32,10 @@ _STDERR_TAIL = 4096
 #: OpenSSH allows 10 sessions per connection (MaxSessions); keep one spare.
 MAX_RUNS = 3
 MAX_STREAMS = 6
+#: sshd frees a closed session only after the whole batch of packets that closed it, so an open sent
+#: as other channels close can be refused for MaxSessions although they are gone (three short
+#: commands ending together and three more starting). Nothing ran then: retry after these pauses.
+_OPEN_RETRY_PAUSES_S = (0.05, 0.1, 0.2, 0.4, 0.8)
 
 
 def describe_error(exc: BaseException) -> str:
@@ -293,7 +297,7 @@ class SshTransport:
         for attempt in (1, 2):
             conn = await self.connection()
             try:
-                return await conn.create_process(cmd, encoding=None)
+                return await _create_process(conn, cmd)
             except (OSError, asyncssh.Error) as exc:
                 if not conn.is_closed() and isinstance(exc, asyncssh.ChannelOpenError):
                     raise HostError(self.name, f"cannot open an SSH channel: {describe_error(exc)}") from None
@@ -324,7 +328,7 @@ class SshTransport:
         try:
             conn = await self.connection(wait=self._ever_connected)
             try:
-                proc = await conn.create_process(cmd, encoding=None)
+                proc = await _create_process(conn, cmd)
             except asyncssh.ChannelOpenError as exc:
                 if conn.is_closed():
                     raise TransportLost(self.name, f"connection lost starting {args[0]}") from None
@@ -364,6 +368,18 @@ class SshTransport:
                 err_task.cancel()
             if proc is not None:
                 proc.close()
+
+
+async def _create_process(conn: asyncssh.SSHClientConnection, cmd: str) -> asyncssh.SSHClientProcess:
+    """Open a session channel running `cmd`, retrying a refused open while the connection lives."""
+    for pause_s in _OPEN_RETRY_PAUSES_S:
+        try:
+            return await conn.create_process(cmd, encoding=None)
+        except asyncssh.ChannelOpenError:
+            if conn.is_closed():
+                raise
+        await asyncio.sleep(pause_s)
+    return await conn.create_process(cmd, encoding=None)
 
 
 async def _drain(reader: asyncssh.SSHReader[bytes], tail: bytearray) -> None:

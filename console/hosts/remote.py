@@ -32,6 +32,8 @@ from console.hosts.systemd import SystemdManager
 
 LOCK_DIR = "/run/lock"
 _LOCK_BUSY_EXIT = 75  # flock -E: the exit status that means "held by someone else"
+# Waits (at most ~5 s) until the holder's flock process is gone, i.e. the host has let go of the lock.
+_WAIT_GONE = 'i=0; while kill -0 "$1" 2>/dev/null && [ "$i" -lt 500 ]; do sleep 0.01; i=$((i+1)); done'
 
 
 def lock_path(name: str) -> str:
@@ -56,15 +58,25 @@ class FlockHostLock:
     @contextlib.asynccontextmanager
     async def _hold(self, name: str) -> AsyncIterator[None]:
         path = lock_path(name)
-        holder = await self._take(name, path)
+        holder, flock_pid = await self._take(name, path)
         try:
             yield
         finally:
             await holder.aclose()
+            await self._wait_released(flock_pid)
 
-    async def _take(self, name: str, path: str) -> AsyncIterator[str]:
-        """Start the holder and wait for its "locked"; the holder stream keeps the lock."""
-        argv = ["flock", "-n", "-E", str(_LOCK_BUSY_EXIT), path, "-c", "echo locked; exec cat"]
+    async def _wait_released(self, flock_pid: str) -> None:
+        """Return once the host has let go: closing an SSH channel does not wait for its command, and
+        a switch started right after this one (the same console's next) would be refused by it."""
+        if not flock_pid.isdigit():
+            return
+        with contextlib.suppress(Exception):  # a lost connection releases the lock by itself
+            await self.transport.run(["sh", "-c", _WAIT_GONE, "sh", flock_pid], timeout_s=10.0)
+
+    async def _take(self, name: str, path: str) -> tuple[AsyncIterator[str], str]:
+        """Start the holder and wait for its "locked PID" (PID: the flock process, whose exit releases
+        the lock); the holder stream keeps the lock."""
+        argv = ["flock", "-n", "-E", str(_LOCK_BUSY_EXIT), path, "-c", 'echo "locked $PPID"; exec cat']
         for attempt in (1, 2):
             holder = self.transport.stream(argv)
             try:
@@ -86,10 +98,11 @@ class FlockHostLock:
             except BaseException:
                 await holder.aclose()
                 raise
-            if first.strip() != "locked":
+            said, _, flock_pid = first.strip().partition(" ")
+            if said != "locked":
                 await holder.aclose()
                 raise HostError(self.transport.name, f"unexpected output while taking {path}: {first[:80]!r}")
-            return holder
+            return holder, flock_pid
         raise AssertionError("unreachable")
 
 
@@ -98,7 +111,6 @@ class NoGpuSource(SampledGpuSource):
 
     async def sample(self) -> GpuSnapshot:
         return GpuSnapshot(taken_at=time.time(), error="no GPU source configured for this host")
-
 
 
 def _gpu_source(cfg: HostConfig, transport: Transport) -> GpuSource:

@@ -45,7 +45,9 @@ class LocalTransport:
             return _not_found(args, exc)
         data = input.encode() if input is not None else None
         try:
-            out, err = await asyncio.wait_for(proc.communicate(data), timeout_s)
+            # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancel from outside.
+            async with asyncio.timeout(timeout_s):
+                out, err = await proc.communicate(data)
         except TimeoutError:
             with contextlib.suppress(ProcessLookupError):
                 proc.kill()
@@ -120,7 +122,8 @@ async def _stop(proc: asyncio.subprocess.Process) -> None:
             with contextlib.suppress(ProcessLookupError):
                 signal_fn()
         try:
-            await asyncio.wait_for(asyncio.shield(proc.wait()), wait_s)
+            async with asyncio.timeout(wait_s):
+                await asyncio.shield(proc.wait())
             return
         except TimeoutError:
             continue

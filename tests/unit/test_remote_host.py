@@ -9,6 +9,7 @@ import pytest
 import console.hosts.remote as remote
 from console.config import HostConfig, ServiceConfig
 from console.domain.models import Engine
+from console.errors import HostError
 from console.hosts.argv import CommandFailed
 from console.hosts.base import LockBusy
 from console.hosts.health import HttpHealthProbe
@@ -34,6 +35,21 @@ async def test_local_stream_lines_and_failure():
     with pytest.raises(CommandFailed, match="boom"):
         async for _ in t.stream(["sh", "-c", "echo boom >&2; exit 3"]):
             pass
+
+
+async def test_local_run_times_out_and_kills_the_command():
+    t = LocalTransport()
+    with pytest.raises(HostError, match="sleep timed out after 0.2 s"):
+        await t.run(["sleep", "30"], timeout_s=0.2)
+
+
+async def test_cancelling_a_local_run_reaches_the_caller():
+    t = LocalTransport()
+    task = asyncio.create_task(t.run(["sleep", "30"], timeout_s=60))
+    await asyncio.sleep(0.2)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(task, 5)
 
 
 def test_lock_names_become_safe_file_names():

@@ -53,6 +53,10 @@ class LocalTransport:
                 proc.kill()
             await proc.wait()
             raise HostError(self.name, f"{args[0]} timed out after {timeout_s:g} s") from None
+        except asyncio.CancelledError:
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()  # a cancelled caller leaves no command behind
+            raise
         return CommandResult(
             argv=args,
             exit_status=proc.returncode,

@@ -50,6 +50,24 @@ async def test_cancelling_a_local_run_reaches_the_caller():
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await asyncio.wait_for(task, 5)
+    await asyncio.sleep(0.1)
+    assert not [p for p in _children() if p.endswith("sleep\x0030\x00")]  # the command was killed
+
+
+def _children() -> list[str]:
+    """Command lines of this process's children."""
+    import os
+    from pathlib import Path
+
+    me = str(os.getpid())
+    out = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and (proc / "stat").read_text().split(") ")[1].split()[1] == me:
+                out.append((proc / "cmdline").read_bytes().decode("utf-8", "replace"))
+        except (OSError, IndexError):
+            continue
+    return out
 
 
 def test_lock_names_become_safe_file_names():

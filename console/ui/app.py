@@ -136,15 +136,18 @@ class ConsoleApp(NotifiesWorkerErrors, App[None]):
                 now = await running_units(self.hosts.values())
                 for host_name, unit in sorted(now - self._units_at_start):
                     with contextlib.suppress(Exception):
-                        await asyncio.wait_for(self.hosts[host_name].services.stop(unit), timeout=15)
+                        async with asyncio.timeout(15):
+                            await self.hosts[host_name].services.stop(unit)
         for host in self.hosts.values():
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(host.close(), timeout=5)
+                async with asyncio.timeout(5):
+                    await host.close()
             for probe in host.probes.values():  # not every host lists its probes among its closers
                 close = getattr(probe, "close", None)
                 if close is not None:
                     with contextlib.suppress(Exception):
-                        await asyncio.wait_for(close(), timeout=5)
+                        async with asyncio.timeout(5):
+                            await close()
 
     def _install_themes(self) -> None:
         try:

@@ -79,7 +79,8 @@ async def running_units(hosts) -> set[tuple[str, str]]:
         for service in host.config.services:
             for unit in service.all_units():
                 with contextlib.suppress(Exception):
-                    state = await asyncio.wait_for(host.services.state(unit), timeout=5)
+                    async with asyncio.timeout(5):
+                        state = await host.services.state(unit)
                     if state.is_running:
                         out.add((host.name, unit))
     return out

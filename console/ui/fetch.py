@@ -84,7 +84,8 @@ async def fetch_host_summary(host: Host, clock: Callable[[], float], *, audit: A
 
     snapshot: GpuSnapshot | None = None
     try:
-        snapshot = await asyncio.wait_for(host.gpus.sample(), timeout=10)
+        async with asyncio.timeout(10):
+            snapshot = await host.gpus.sample()
     except Exception:
         snapshot = None
     statuses = [await service_status(host, s, audit=audit, snapshot=snapshot) for s in host.config.services]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
@@ -78,7 +79,8 @@ class FleetTable(NotifiesWorkerErrors, DataTable):
 
     async def _poll_one(self, host: str) -> None:
         try:
-            summary = await asyncio.wait_for(self.fetch(host), timeout=max(5.0, 3 * self.refresh_s))
+            async with asyncio.timeout(max(5.0, 3 * self.refresh_s)):
+                summary = await self.fetch(host)
         except Exception as exc:
             summary = HostSummary(host, self.clock(), reachable=False, error=str(exc) or type(exc).__name__)
         self.show(summary)
@@ -90,7 +92,9 @@ class FleetTable(NotifiesWorkerErrors, DataTable):
             self.last_ok[summary.host] = summary
         # A host that stops answering keeps its last known data, marked stale with its age.
         shown = summary if summary.reachable else self.last_ok.get(summary.host, summary)
-        s = self.get_component_rich_style
+        # partial: colours only. A cell's background comes from the table (focused or not) when it is
+        # drawn, not from whatever the table's background was when the row was filled in.
+        s = functools.partial(self.get_component_rich_style, partial=True)
         if shown.reachable:
             age: float | None = self.clock() - shown.taken_at
         else:

@@ -89,7 +89,8 @@ class GpuPane(NotifiesWorkerErrors, Widget, can_focus=False):
                 await asyncio.sleep(self.refresh_s)  # a host screen out of sight does not sample
                 continue
             try:
-                snap = await asyncio.wait_for(self.host.gpus.sample(), timeout=max(5.0, 3 * self.refresh_s))
+                async with asyncio.timeout(max(5.0, 3 * self.refresh_s)):
+                    snap = await self.host.gpus.sample()
             except Exception as exc:  # a host going down marks the pane stale, never crashes it
                 self.error = str(exc) or type(exc).__name__
             else:

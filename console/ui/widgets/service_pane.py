@@ -90,7 +90,8 @@ class ServicePane(NotifiesWorkerErrors, Widget):
                 await asyncio.sleep(self.refresh_s)  # out of sight: no polling (a running switch still is)
                 continue
             try:
-                view = await asyncio.wait_for(self.fetch(), timeout=max(5.0, 3 * self.refresh_s))
+                async with asyncio.timeout(max(5.0, 3 * self.refresh_s)):
+                    view = await self.fetch()
             except Exception as exc:  # shown as stale with its reason; the poll goes on
                 self.error = str(exc) or type(exc).__name__
                 self._restyle()
@@ -110,7 +111,8 @@ class ServicePane(NotifiesWorkerErrors, Widget):
         """Sleep until the next poll, or until `poll_now` asks for one."""
         self._wake.clear()
         try:
-            await asyncio.wait_for(self._wake.wait(), timeout=seconds)
+            async with asyncio.timeout(seconds):
+                await self._wake.wait()
         except TimeoutError:
             pass
 

@@ -12,6 +12,7 @@ from console.sim.demo_cluster import load_demo_config
 def test_busy_demo_port_moves_to_a_free_one() -> None:
     packaged = urlsplit(load_config(demo_config_path()).hosts[0].services[0].url)
     with socket.socket() as holder:
+        holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a port in TIME_WAIT is not held
         try:
             holder.bind((packaged.hostname, packaged.port))
         except OSError:

@@ -34,8 +34,12 @@ from console.ops.events import (
     SwitchEvent,
 )
 
-#: How long a state-detected death waits for the journal to explain it.
-JOURNAL_GRACE_S = 0.3
+#: A state-detected death waits for the journal to explain it: until the journal decides (its OOM line,
+#: or systemd's `Main process exited`), or has been quiet for JOURNAL_QUIET_S (it has nothing more to
+#: say), or JOURNAL_GRACE_S at most. Over SSH under load the journal trails the unit state by several
+#: 100 ms while it is still delivering the engine's last lines.
+JOURNAL_GRACE_S = 1.5
+JOURNAL_QUIET_S = 0.3
 #: Phases after which a 200 from /health counts as the engine's own readiness.
 _HTTP_PHASES = (Phase.HTTP_UP, Phase.WARMING_UP, Phase.READY)
 
@@ -87,6 +91,7 @@ class StartWatch:
         self.unexplained: list[Finding] = []  # non-fatal exceptions: the cause if the unit then dies
         self._verdict: asyncio.Future[Verdict] | None = None
         self._cursor: str | None = None
+        self._last_entry_mono = 0.0  # when the journal last delivered an entry
         self._last_phase: Phase | None = None
 
     # -- plumbing ----------------------------------------------------------------------------------------
@@ -136,6 +141,7 @@ class StartWatch:
                     self.unit, after_cursor=self._cursor, follow=True
                 ):
                     self._cursor = entry.cursor
+                    self._last_entry_mono = time.monotonic()
                     self.on_entry(entry)
                     if self.decided():
                         return
@@ -195,10 +201,20 @@ class StartWatch:
             last = state
             if state.active in ("failed", "inactive") or state.sub == "auto-restart":
                 changed_at = state.since or time.time()
-                await asyncio.sleep(JOURNAL_GRACE_S)  # let the journal name the cause first
+                await self._journal_grace()  # let the journal name the cause first
                 self.decide(FAILED, *self._state_cause(state), changed_at)
                 return
             await asyncio.sleep(self.state_poll_s)
+
+    async def _journal_grace(self) -> None:
+        """Wait while the journal may still explain a death the unit state showed first."""
+        started = time.monotonic()
+        while not self.decided():
+            now = time.monotonic()
+            quiet_s = now - max(self._last_entry_mono, started)
+            if quiet_s >= JOURNAL_QUIET_S or now - started >= JOURNAL_GRACE_S:
+                return
+            await asyncio.sleep(0.02)
 
     def _state_cause(self, state: UnitState) -> tuple[str, Finding]:
         if self.unexplained:

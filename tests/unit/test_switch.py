@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import sys
 import textwrap
+import time
 
 import pytest
 from sim_fixtures import EP8, TP4EP2, TP8, SimHosts, failing, fake_engine, sim_host_config
@@ -135,6 +136,32 @@ class _NoJournal:
         if not follow:
             return self._inner.journal(unit, after_cursor=after_cursor, follow=False, lines=lines)
         return self._silence()
+
+
+class _LaggingJournal(_NoJournal):
+    """A journal that delivers each entry `lag_s` late, as a loaded SSH link can: the unit state shows
+    the death before the journal's OOM line arrives."""
+
+    def __init__(self, inner, lag_s):
+        super().__init__(inner)
+        self.lag_s = lag_s
+
+    async def _late(self, stream):
+        async for entry in stream:
+            await asyncio.sleep(max(0.0, entry.ts + self.lag_s - time.time()))
+            yield entry
+
+    def journal(self, unit, *, after_cursor=None, follow=True, lines=None):
+        return self._late(self._inner.journal(unit, after_cursor=after_cursor, follow=follow, lines=lines))
+
+
+async def test_a_lagging_journal_still_names_the_oom_the_unit_state_saw_first(sim_hosts):
+    host = sim_hosts()
+    host.services = _LaggingJournal(host.services, lag_s=0.6)
+    result = await switch_layout(host, None, "TP4EP2", force=True, rollback=False, timeout_s=60, state_poll_s=0.05)
+    assert result.outcome == "failed"
+    assert result.failure.cls is FindingClass.CUDA_OOM, result.reason
+    assert result.detected_after_s < 1.0
 
 
 async def test_a_death_the_journal_does_not_explain_is_failed_from_the_unit_state(sim_hosts, monkeypatch):

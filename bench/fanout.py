@@ -14,18 +14,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import fcntl
 import json
 import os
 import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "tests"))
+
+from testbed_lock import hold_session_lock, testbed_dir  # noqa: E402
 
 from console.config import HostConfig  # noqa: E402
 from console.hosts.gpus import QUERY_APPS, QUERY_GPU  # noqa: E402
@@ -37,26 +38,9 @@ UNIT = "sglang-k26-ep8.service"
 STATE_ARGV = ["systemctl", "show", "-p", ",".join(SHOW_PROPERTIES), "--timestamp=unix", UNIT]
 
 
-def testbed_dir() -> Path:
-    return Path(os.environ.get("SERVE_CONSOLE_TESTBED_DIR", REPO / ".testbed"))
-
-
-@contextlib.contextmanager
-def session_lock(timeout_s: float = 900.0) -> Iterator[None]:
+def session_lock(timeout_s: float = 900.0) -> contextlib.AbstractContextManager[None]:
     """Hold the testbed like a pytest session does, so nobody tears the hosts down under us."""
-    state = testbed_dir()
-    state.mkdir(parents=True, exist_ok=True)
-    with open(state / "session.lock", "w") as lock:
-        deadline = time.monotonic() + timeout_s
-        while True:
-            try:
-                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    sys.exit(f"fanout: another session held {state / 'session.lock'} for {timeout_s:.0f} s")
-                time.sleep(1)
-        yield
+    return hold_session_lock(timeout_s, lambda why: sys.exit(f"fanout: {why}"))
 
 
 def testbed(*args: str) -> None:

@@ -44,7 +44,6 @@ sim ledger in /var/lib/serve-console-sim/ledger (8 x 97887 MiB).
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import shlex
@@ -57,6 +56,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from testbed_lock import hold_session_lock, testbed_dir
 
 REPO = Path(__file__).resolve().parents[2]
 TESTBED_SH = REPO / "tests" / "hosts" / "testbed.sh"
@@ -79,11 +79,6 @@ for pid in $(pgrep -f '^sshd: '); do
     case "$keep" in *" $pid "*) ;; *) kill -KILL "$pid" 2>/dev/null ;; esac
 done
 """
-
-
-def testbed_dir() -> Path:
-    """Where testbed.sh keeps its state (env SERVE_CONSOLE_TESTBED_DIR, default REPO/.testbed)."""
-    return Path(os.environ.get("SERVE_CONSOLE_TESTBED_DIR", REPO / ".testbed"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -302,22 +297,9 @@ def _unavailable(reason: str) -> None:
     pytest.skip(f"test hosts unavailable: {reason}")
 
 
-@contextlib.contextmanager
-def _session_lock(timeout_s: float = SESSION_LOCK_WAIT_S) -> Iterator[None]:
+def _session_lock(timeout_s: float = SESSION_LOCK_WAIT_S) -> contextlib.AbstractContextManager[None]:
     """Hold the testbed for this pytest session; another session on this machine waits its turn."""
-    state = testbed_dir()
-    state.mkdir(parents=True, exist_ok=True)
-    with open(state / "session.lock", "w") as lock:
-        deadline = time.monotonic() + timeout_s
-        while True:
-            try:
-                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    _unavailable(f"another test session held {state / 'session.lock'} for {timeout_s:.0f} s")
-                time.sleep(1)
-        yield
+    return hold_session_lock(timeout_s, _unavailable)
 
 
 @pytest.fixture(scope="session")

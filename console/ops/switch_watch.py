@@ -35,9 +35,9 @@ from console.ops.events import (
 )
 
 #: A state-detected death waits for the journal to explain it: until the journal decides (its OOM line,
-#: or systemd's `Main process exited`), or has been quiet for JOURNAL_QUIET_S (it has nothing more to
-#: say), or JOURNAL_GRACE_S at most. Over SSH under load the journal trails the unit state by several
-#: 100 ms while it is still delivering the engine's last lines.
+#: or systemd's `Main process exited`), or, once it has delivered this start's entries, has been quiet
+#: for JOURNAL_QUIET_S (it has nothing more to say), or JOURNAL_GRACE_S at most. Over SSH under load
+#: `journalctl -f` can start, and trail the unit state, by several 100 ms.
 JOURNAL_GRACE_S = 1.5
 JOURNAL_QUIET_S = 0.3
 #: Phases after which a 200 from /health counts as the engine's own readiness.
@@ -211,8 +211,8 @@ class StartWatch:
         started = time.monotonic()
         while not self.decided():
             now = time.monotonic()
-            quiet_s = now - max(self._last_entry_mono, started)
-            if quiet_s >= JOURNAL_QUIET_S or now - started >= JOURNAL_GRACE_S:
+            delivered = self._last_entry_mono > 0.0  # a stream that has said nothing yet may be starting
+            if (delivered and now - self._last_entry_mono >= JOURNAL_QUIET_S) or now - started >= JOURNAL_GRACE_S:
                 return
             await asyncio.sleep(0.02)
 

@@ -77,10 +77,22 @@ class AuditLog:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
         self._db = sqlite3.connect(path, timeout=10.0, isolation_level=None, check_same_thread=False)
-        self._db.execute("PRAGMA journal_mode=WAL")
+        self._enter_wal()
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.executescript(_SCHEMA)
         self.interrupted_on_open = self.mark_interrupted()
+
+    def _enter_wal(self) -> None:
+        """Switch to WAL; two consoles creating the log at once can get SQLITE_BUSY here without the
+        busy timeout applying (a journal-mode change takes an exclusive lock), so retry briefly."""
+        for attempt in range(50):
+            try:
+                self._db.execute("PRAGMA journal_mode=WAL")
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or attempt == 49:
+                    raise
+                time.sleep(0.05)
 
     def close(self) -> None:
         self._db.close()

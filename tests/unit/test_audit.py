@@ -80,3 +80,28 @@ def test_history_limit_and_host_filter(tmp_path):
     assert [e.to_layout for e in log.entries(limit=2)] == ["L3", "L4"]
     assert [e.to_layout for e in log.entries(host="h1")] == ["L1", "L3"]
     log.close()
+
+
+def test_two_consoles_creating_the_log_at_once_both_open_it(tmp_path) -> None:
+    import threading
+
+    from console.ops.audit import AuditLog
+
+    errors: list[BaseException] = []
+    for i in range(20):
+        path = tmp_path / f"audit-{i}.sqlite3"
+        barrier = threading.Barrier(3)
+
+        def open_log(path=path, barrier=barrier) -> None:
+            barrier.wait()
+            try:
+                AuditLog(path).close()
+            except BaseException as exc:  # collected and asserted below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=open_log) for _ in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert errors == []

@@ -147,8 +147,14 @@ def test_two_concurrent_switches_exactly_one_runs(demo_env):
     cwd, env = demo_env
     slower = dict(env, SERVE_CONSOLE_SIM_TIME_SCALE="0.1")  # a start of ~4 s: both runs overlap
     cmd = [sys.executable, "-m", "console", "switch", "EP8", "--json"]
-    procs = [subprocess.Popen(cmd, cwd=cwd, env=slower, stdout=subprocess.PIPE, text=True) for _ in range(2)]
-    outs = [p.communicate(timeout=120)[0] for p in procs]
+    procs = [
+        subprocess.Popen(cmd, cwd=cwd, env=slower, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for _ in range(2)
+    ]
+    done = [p.communicate(timeout=120) for p in procs]
+    for out, err in done:
+        assert json_lines(out), f"a console printed no result; its stderr: {err.strip()}"
+    outs = [out for out, _ in done]
     outcomes = sorted(json_lines(out)[-1]["outcome"] for out in outs)
     assert outcomes == ["ready", "refused"]
     refused = next(json_lines(out)[-1] for out in outs if json_lines(out)[-1]["outcome"] == "refused")

@@ -34,12 +34,11 @@ from console.ops.events import (
     SwitchEvent,
 )
 
-#: A state-detected death waits for the journal to explain it: until the journal decides (its OOM line,
-#: or systemd's `Main process exited`), or, once it has delivered this start's entries, has been quiet
-#: for JOURNAL_QUIET_S (it has nothing more to say), or JOURNAL_GRACE_S at most. Over SSH under load
-#: `journalctl -f` can start, and trail the unit state, by several 100 ms.
-JOURNAL_GRACE_S = 1.5
-JOURNAL_QUIET_S = 0.3
+#: A state-detected death waits for the journal to explain it, up to JOURNAL_GRACE_S. The wait ends as
+#: soon as the journal decides: the engine's own fatal line, or systemd's `Main process exited` (always
+#: logged, after the engine's last lines), so it costs time only when the journal says nothing at all.
+#: Over SSH under load `journalctl -f` trails the unit state by up to a second or so.
+JOURNAL_GRACE_S = 2.0
 #: Phases after which a 200 from /health counts as the engine's own readiness.
 _HTTP_PHASES = (Phase.HTTP_UP, Phase.WARMING_UP, Phase.READY)
 
@@ -91,7 +90,6 @@ class StartWatch:
         self.unexplained: list[Finding] = []  # non-fatal exceptions: the cause if the unit then dies
         self._verdict: asyncio.Future[Verdict] | None = None
         self._cursor: str | None = None
-        self._last_entry_mono = 0.0  # when the journal last delivered an entry
         self._last_phase: Phase | None = None
 
     # -- plumbing ----------------------------------------------------------------------------------------
@@ -141,7 +139,6 @@ class StartWatch:
                     self.unit, after_cursor=self._cursor, follow=True
                 ):
                     self._cursor = entry.cursor
-                    self._last_entry_mono = time.monotonic()
                     self.on_entry(entry)
                     if self.decided():
                         return
@@ -207,14 +204,11 @@ class StartWatch:
             await asyncio.sleep(self.state_poll_s)
 
     async def _journal_grace(self) -> None:
-        """Wait while the journal may still explain a death the unit state showed first."""
-        started = time.monotonic()
-        while not self.decided():
-            now = time.monotonic()
-            delivered = self._last_entry_mono > 0.0  # a stream that has said nothing yet may be starting
-            if (delivered and now - self._last_entry_mono >= JOURNAL_QUIET_S) or now - started >= JOURNAL_GRACE_S:
-                return
-            await asyncio.sleep(0.02)
+        """Wait until the journal decides, JOURNAL_GRACE_S at most."""
+        assert self._verdict is not None
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(JOURNAL_GRACE_S):
+                await asyncio.shield(self._verdict)
 
     def _state_cause(self, state: UnitState) -> tuple[str, Finding]:
         if self.unexplained:

@@ -39,6 +39,8 @@ from console.ops.events import (
 #: logged, after the engine's last lines), so it costs time only when the journal says nothing at all.
 #: Over SSH under load `journalctl -f` trails the unit state by up to a second or so.
 JOURNAL_GRACE_S = 2.0
+#: How long systemd's `Main process exited` waits for the engine's own cause to follow it in the journal.
+UNIT_LINE_TRAIL_S = 0.4
 #: Phases after which a 200 from /health counts as the engine's own readiness.
 _HTTP_PHASES = (Phase.HTTP_UP, Phase.WARMING_UP, Phase.READY)
 
@@ -169,9 +171,15 @@ class StartWatch:
         for finding in self.triager.feed(entry.message, entry.ts):
             self.emit(FindingEvent, finding=finding)
             if finding.cls is FindingClass.UNIT_FAILED:
-                if finding.fatal:
-                    cause = self.unexplained[-1] if self.unexplained else finding
+                if finding.fatal and self.unexplained:
+                    cause = self.unexplained[-1]
                     self.decide(FAILED, cause.summary, cause, entry.ts)
+                elif finding.fatal:
+                    # journald may store systemd's line before the engine's last stdout lines: give a
+                    # more specific cause (the OOM) a moment to arrive before settling for this one.
+                    asyncio.get_running_loop().call_later(
+                        UNIT_LINE_TRAIL_S, self.decide, FAILED, finding.summary, finding, entry.ts
+                    )
             elif finding.fatal:
                 self.phases.mark_failed(entry.ts, finding.summary, finding.rank)
                 self.decide(FAILED, finding.summary, finding, entry.ts)

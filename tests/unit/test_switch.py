@@ -194,6 +194,35 @@ async def test_a_journal_that_starts_late_still_names_the_oom(sim_hosts):
     assert result.failure.cls is FindingClass.CUDA_OOM, result.reason
 
 
+class _SystemdLineFirst(_NoJournal):
+    """A journal that stores systemd's `Main process exited` before the engine's OOM line, as journald
+    can when the engine's stdout stream is read after PID 1's message."""
+
+    async def _reordered(self, stream):
+        held = []
+        async for entry in stream:
+            if "OutOfMemoryError" in entry.message:
+                held.append(entry)
+                continue
+            yield entry
+            if "Main process exited" in entry.message:
+                for late in held:
+                    yield late
+                held.clear()
+
+    def journal(self, unit, *, after_cursor=None, follow=True, lines=None):
+        return self._reordered(self._inner.journal(unit, after_cursor=after_cursor, follow=follow, lines=lines))
+
+
+async def test_the_oom_is_named_even_when_systemds_exit_line_comes_first(sim_hosts):
+    host = sim_hosts()
+    host.services = _SystemdLineFirst(host.services)
+    result = await switch_layout(host, None, "TP4EP2", force=True, rollback=False, timeout_s=60, state_poll_s=0.05)
+    assert result.outcome == "failed"
+    assert result.failure.cls is FindingClass.CUDA_OOM, result.reason
+    assert result.detected_after_s < 1.0
+
+
 async def test_a_death_the_journal_does_not_explain_is_failed_from_the_unit_state(sim_hosts, monkeypatch):
     fake_engine(monkeypatch, "import time, sys\ntime.sleep(0.3)\nsys.exit(3)\n")
     host = sim_hosts()

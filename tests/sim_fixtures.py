@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 import sys
@@ -142,5 +143,9 @@ class SimHosts:
         for host in self.hosts:
             await host.services.stop_all()
             await host.close()
-        leftovers = engine_pids(self.state_root)
+        # An engine that failed on its own may still be in its exit path (the sim, like SGLang, takes
+        # a moment between its fatal line and its exit); one that lives on past that has leaked.
+        deadline = time.monotonic() + 3.0
+        while (leftovers := engine_pids(self.state_root)) and time.monotonic() < deadline:  # noqa: ASYNC110 (polls other processes)
+            await asyncio.sleep(0.05)
         assert leftovers == [], f"engines survived their units: {leftovers}"

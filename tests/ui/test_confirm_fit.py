@@ -4,19 +4,12 @@ layout reads as a restart of that layout."""
 from __future__ import annotations
 
 from fixed_host import fixed_app
+from pilot_wait import settle
 from screen_text import screen_text
 
 from console.ui.screens.confirm import ConfirmSwitch
 from console.ui.screens.host import HostScreen
 from console.ui.screens.picker import LayoutPicker
-
-
-async def settle(pilot, predicate=lambda: True, tries: int = 60) -> bool:
-    for _ in range(tries):
-        await pilot.pause(0.05)
-        if predicate():
-            return True
-    return predicate()
 
 
 async def open_confirm_before_fits(pilot, monkeypatch, rows_down: int) -> str:

@@ -5,17 +5,10 @@ from __future__ import annotations
 import gc
 
 from fixed_host import fixed_app
+from pilot_wait import settle
 
 from console.ui.screens.host import HostScreen
 from console.ui.widgets.journal_pane import MAX_FLUSH_LINES, JournalPane
-
-
-async def settle(pilot, predicate=lambda: True, tries: int = 60) -> bool:
-    for _ in range(tries):
-        await pilot.pause(0.05)
-        if predicate():
-            return True
-    return predicate()
 
 
 async def test_a_backlog_moves_into_the_view_in_bounded_steps_in_order() -> None:

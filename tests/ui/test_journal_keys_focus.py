@@ -7,6 +7,7 @@ first is handled, with no waiting in between.
 from __future__ import annotations
 
 from fixed_host import fixed_app
+from pilot_wait import settle
 from textual import events
 from textual.app import App
 from textual.widgets import Input
@@ -16,14 +17,6 @@ from console.ui.screens.host import HostScreen
 from console.ui.screens.picker import LayoutPicker
 from console.ui.widgets.journal_view import JournalView
 from console.ui.widgets.switch_progress import SwitchPanel
-
-
-async def settle(pilot, predicate=lambda: True, tries: int = 60) -> bool:
-    for _ in range(tries):
-        await pilot.pause(0.05)
-        if predicate():
-            return True
-    return predicate()
 
 
 def burst(app: App, *keys: str) -> None:

@@ -6,6 +6,7 @@ import asyncio
 import time
 
 from fixed_host import fixed_app
+from pilot_wait import settle
 from screen_text import screen_text
 
 from console.ui.keys import ACTIONS, bindings
@@ -16,14 +17,6 @@ from console.ui.screens.picker import LayoutPicker
 from console.ui.widgets.gpu_pane import GpuPane
 from console.ui.widgets.journal_view import JournalView
 from console.ui.widgets.service_pane import ServicePane
-
-
-async def settle(pilot, predicate=lambda: True, tries: int = 60) -> bool:
-    for _ in range(tries):
-        await pilot.pause(0.05)
-        if predicate():
-            return True
-    return predicate()
 
 
 def test_registry_ids_are_unique_and_feed_bindings() -> None:

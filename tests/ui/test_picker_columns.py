@@ -4,18 +4,11 @@ from __future__ import annotations
 
 import pytest
 from fixed_host import fixed_app
+from pilot_wait import settle
 from screen_text import screen_text
 
 from console.ui.screens.host import HostScreen
 from console.ui.screens.picker import LayoutPicker
-
-
-async def settle(pilot, predicate=lambda: True, tries: int = 60) -> bool:
-    for _ in range(tries):
-        await pilot.pause(0.05)
-        if predicate():
-            return True
-    return predicate()
 
 
 @pytest.mark.parametrize("size", [(120, 40), (140, 45), (200, 50)])

@@ -7,19 +7,12 @@ import dataclasses
 
 import pytest
 from fixed_host import T0, fixed_app
+from pilot_wait import settle
 from screen_text import screen_text
 
 from console.domain.models import HealthSample, Phase
 from console.ui.screens.host import HostScreen
 from console.ui.widgets.service_pane import ServicePane
-
-
-async def settle(pilot, predicate=lambda: True, tries: int = 60) -> bool:
-    for _ in range(tries):
-        await pilot.pause(0.05)
-        if predicate():
-            return True
-    return predicate()
 
 
 def pane_rows(app) -> list[str]:

@@ -121,7 +121,11 @@ async def test_a_second_switch_is_refused_while_another_process_holds_the_lock(s
 
 
 class _NoJournal:
-    """A service manager whose journal says nothing: only the unit state can tell."""
+    """A service manager whose journal says nothing: only the unit state can tell.
+
+    Subclasses change what a followed journal delivers by overriding `_follow`; reads without follow
+    (the switch's cursor before a start) always go straight to the real journal.
+    """
 
     def __init__(self, inner):
         self._inner = inner
@@ -129,14 +133,17 @@ class _NoJournal:
     def __getattr__(self, name):
         return getattr(self._inner, name)
 
-    async def _silence(self):
+    async def _follow(self, unit, after_cursor, lines):
         await asyncio.Event().wait()
         yield  # pragma: no cover
+
+    def _inner_follow(self, unit, after_cursor, lines):
+        return self._inner.journal(unit, after_cursor=after_cursor, follow=True, lines=lines)
 
     def journal(self, unit, *, after_cursor=None, follow=True, lines=None):
         if not follow:
             return self._inner.journal(unit, after_cursor=after_cursor, follow=False, lines=lines)
-        return self._silence()
+        return self._follow(unit, after_cursor, lines)
 
 
 class _LaggingJournal(_NoJournal):
@@ -147,13 +154,10 @@ class _LaggingJournal(_NoJournal):
         super().__init__(inner)
         self.lag_s = lag_s
 
-    async def _late(self, stream):
-        async for entry in stream:
+    async def _follow(self, unit, after_cursor, lines):
+        async for entry in self._inner_follow(unit, after_cursor, lines):
             await asyncio.sleep(max(0.0, entry.ts + self.lag_s - time.time()))
             yield entry
-
-    def journal(self, unit, *, after_cursor=None, follow=True, lines=None):
-        return self._late(self._inner.journal(unit, after_cursor=after_cursor, follow=follow, lines=lines))
 
 
 async def test_a_lagging_journal_still_names_the_oom_the_unit_state_saw_first(sim_hosts):
@@ -173,17 +177,12 @@ class _LateJournal(_NoJournal):
         super().__init__(inner)
         self.delay_s = delay_s
 
-    async def _late_start(self, unit, after_cursor, follow, lines):
+    async def _follow(self, unit, after_cursor, lines):
         while (await self._inner.state(unit)).active != "failed":  # noqa: ASYNC110 (polls another process)
             await asyncio.sleep(0.02)
         await asyncio.sleep(self.delay_s)
-        async for entry in self._inner.journal(unit, after_cursor=after_cursor, follow=follow, lines=lines):
+        async for entry in self._inner_follow(unit, after_cursor, lines):
             yield entry
-
-    def journal(self, unit, *, after_cursor=None, follow=True, lines=None):
-        if not follow:  # the switch's cursor before the start: answered at once
-            return self._inner.journal(unit, after_cursor=after_cursor, follow=False, lines=lines)
-        return self._late_start(unit, after_cursor, follow, lines)
 
 
 async def test_a_journal_that_starts_late_still_names_the_oom(sim_hosts):
@@ -198,9 +197,9 @@ class _SystemdLineFirst(_NoJournal):
     """A journal that stores systemd's `Main process exited` before the engine's OOM line, as journald
     can when the engine's stdout stream is read after PID 1's message."""
 
-    async def _reordered(self, stream):
+    async def _follow(self, unit, after_cursor, lines):
         held = []
-        async for entry in stream:
+        async for entry in self._inner_follow(unit, after_cursor, lines):
             if "OutOfMemoryError" in entry.message:
                 held.append(entry)
                 continue
@@ -209,9 +208,6 @@ class _SystemdLineFirst(_NoJournal):
                 for late in held:
                     yield late
                 held.clear()
-
-    def journal(self, unit, *, after_cursor=None, follow=True, lines=None):
-        return self._reordered(self._inner.journal(unit, after_cursor=after_cursor, follow=follow, lines=lines))
 
 
 async def test_the_oom_is_named_even_when_systemds_exit_line_comes_first(sim_hosts):

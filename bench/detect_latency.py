@@ -34,12 +34,11 @@ from pathlib import Path
 
 import aiohttp
 
-from console.config import HostConfig
-from console.config_loader import demo_config_path, load_config
+from console.config import HostConfig, demo_config_path, load_config
 from console.hosts.base import Host
-from console.hosts.sim_host import build_sim_host
 from console.ops.events import StepEvent, SwitchEvent
 from console.ops.switch import switch_layout
+from console.sim.host.build import build_sim_host
 
 READY_LINE = "The server is fired up and ready to roll!"
 DEATH_LINE = "Main process exited"

@@ -76,7 +76,7 @@ def sim_host_config(
 
 def fake_engine(monkeypatch, body: str) -> None:
     """Replace the simulated engine with a small Python program; its argv[1:] are the layout's flags."""
-    from console.hosts import sim_units
+    from console.sim.host import units as sim_units
 
     code = textwrap.dedent(body)
 
@@ -128,7 +128,7 @@ class SimHosts:
         self.hosts: list = []
 
     def __call__(self, cfg: HostConfig | None = None, **kwargs):
-        from console.hosts.sim_host import build_sim_host
+        from console.sim.host.build import build_sim_host
 
         host = build_sim_host(cfg or sim_host_config(**kwargs), self.state_root)
         self.hosts.append(host)

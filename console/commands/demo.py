@@ -33,9 +33,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from console.hosts.sim_units import TIME_SCALE_ENV
     from console.hosts.state_dir import STATE_DIR_ENV
     from console.sim.demo_cluster import load_demo_config
+    from console.sim.host.units import TIME_SCALE_ENV
 
     if args.time_scale is not None:
         if args.time_scale <= 0:
@@ -55,11 +55,11 @@ def run(args: argparse.Namespace) -> int:
 
 async def _story(host_cfg, state_root: Path, as_json: bool) -> int:
     from console.commands.switch_output import HumanPrinter, JsonPrinter, failure_words
-    from console.hosts.factory import open_host
-    from console.hosts.sim_units import time_scale
+    from console.factory import open_host
     from console.ops.audit import AuditLog
     from console.ops.events import FAILED, READY
     from console.ops.switch import switch_layout
+    from console.sim.host.units import time_scale
 
     host = open_host(host_cfg, state_dir=state_root, stop_units_on_close=True)
     audit = AuditLog(state_root / "audit.sqlite3")

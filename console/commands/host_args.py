@@ -19,7 +19,7 @@ def add_host_option(parser: argparse.ArgumentParser, *, service: bool = True) ->
 
 def load(args: argparse.Namespace) -> ConsoleConfig:
     """hosts.toml as --config names it, or found in the usual places."""
-    from console.config_loader import load_config
+    from console.config import load_config
 
     return load_config(getattr(args, "config", None))
 

@@ -27,7 +27,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _status(host_cfgs, as_json: bool) -> int:
-    from console.hosts.factory import open_host
+    from console.factory import open_host
     from console.ops.audit import open_audit
     from console.ops.status import service_status
 

@@ -40,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
 
 async def _switch(host_cfg, service, args: argparse.Namespace) -> int:
     from console.commands.switch_output import HumanPrinter, JsonPrinter
-    from console.hosts.factory import open_host
+    from console.factory import open_host
     from console.ops.audit import open_audit
     from console.ops.events import READY
     from console.ops.switch import resolve, switch_layout

@@ -37,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
 
 async def _tail(host_cfg, service, args: argparse.Namespace) -> int:
     from console.domain.triage import Triager
-    from console.hosts.factory import open_host
+    from console.factory import open_host
     from console.ops.status import unit_states
 
     host = open_host(host_cfg)

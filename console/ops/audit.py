@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from console.hosts.sim_unit_state import pid_alive
+from console.hosts.procfs import pid_alive
 
 AUDIT_FILE = "audit.sqlite3"
 STARTED = "started"

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -149,3 +151,17 @@ async def service_status(
         taken_at=time.time(),
         error="; ".join(errors) or None,
     )
+
+
+async def running_units(hosts: Iterable[Host]) -> set[tuple[str, str]]:
+    """(host, unit) of every configured unit that runs now."""
+    out: set[tuple[str, str]] = set()
+    for host in hosts:
+        for service in host.config.services:
+            for unit in service.all_units():
+                with contextlib.suppress(Exception):
+                    async with asyncio.timeout(5):
+                        state = await host.services.state(unit)
+                    if state.is_running:
+                        out.add((host.name, unit))
+    return out

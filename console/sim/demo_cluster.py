@@ -11,8 +11,7 @@ import dataclasses
 import socket
 from urllib.parse import urlsplit, urlunsplit
 
-from console.config import ConsoleConfig, HostConfig, ServiceConfig
-from console.config_loader import demo_config_path, load_config
+from console.config import ConsoleConfig, HostConfig, ServiceConfig, demo_config_path, load_config
 
 
 def load_demo_config() -> tuple[ConsoleConfig, list[str]]:

@@ -10,7 +10,6 @@ Stdlib only: the nvidia-smi stand-in runs this under a plain Debian python3.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import hashlib
 import json
@@ -21,7 +20,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from console.domain.models import GpuProcess, GpuSample, GpuSnapshot
-from console.hosts.base import SampledGpuSource
+from console.hosts.procfs import pid_alive
 
 LEDGER_ENV = "SERVE_CONSOLE_SIM_LEDGER"
 DEFAULT_LEDGER_DIR = "/var/lib/serve-console-sim/ledger"
@@ -121,21 +120,6 @@ def read_inventory(directory: str | Path) -> list[InventoryGpu]:
         return []
 
 
-def pid_alive(pid: int) -> bool:
-    """True if `pid` runs and is not a zombie waiting to be reaped."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return True  # no procfs: trust kill(0)
-    return stat.rpartition(")")[2].split()[:1] != ["Z"]
-
-
 def _int_map(raw: object) -> dict[int, int]:
     if not isinstance(raw, dict):
         return {}
@@ -229,15 +213,3 @@ class ProcLedger:
         with contextlib.suppress(FileNotFoundError):
             self.path.unlink()
         self._written = None
-
-
-class LedgerGpuSource(SampledGpuSource):
-    """GpuSource over a ledger directory on this machine (the `sim` host's GPUs)."""
-
-    def __init__(self, directory: str | Path) -> None:
-        self.directory = Path(directory)
-
-    async def sample(self) -> GpuSnapshot:
-        """One snapshot, read off the event loop's thread."""
-        return await asyncio.to_thread(read_snapshot, self.directory)
-

@@ -21,8 +21,9 @@ import threading
 import time
 from pathlib import Path
 
-from console.hosts.sim_journal import PRIORITY_INFO, PRIORITY_WARNING, append_entry
-from console.hosts.sim_unit_state import proc_start_ticks, write_state
+from console.hosts.procfs import proc_start_ticks
+from console.sim.host.journal import PRIORITY_INFO, PRIORITY_WARNING, append_entry
+from console.sim.host.unit_state import write_state
 
 _MAX_LINE_BYTES = 64 * 1024
 

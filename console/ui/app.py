@@ -19,6 +19,7 @@ from textual.binding import Binding
 from console.config import ConsoleConfig, UiConfig
 from console.hosts.base import Host
 from console.ops.audit import AuditLog
+from console.ops.status import running_units
 from console.ui.commands_palette import ConsoleCommands
 from console.ui.gc_pauses import GcPauses
 from console.ui.keys import BY_ID, bindings, validate_keymap
@@ -113,7 +114,6 @@ class ConsoleApp(NotifiesWorkerErrors, App[None]):
 
     @work(exclusive=True, group="app-start", exit_on_error=False)
     async def _note_running_units(self) -> None:
-        from console.ui.command import running_units
 
         self._units_at_start = await running_units(self.hosts.values())
         if self.demo_start and not self._units_at_start and len(self.hosts) == 1:
@@ -128,7 +128,6 @@ class ConsoleApp(NotifiesWorkerErrors, App[None]):
 
     async def on_unmount(self) -> None:
         """Stop what the demo started (no orphan engines), then close every host."""
-        from console.ui.command import running_units
 
         self.gc_pauses.restore()
         if self.stop_started_units and self._units_at_start is not None:

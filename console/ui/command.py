@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import os
 import tempfile
@@ -28,7 +27,7 @@ def tui_config(args: argparse.Namespace):
     Only the packaged demo is ever moved: another demo on this machine may hold its port 30000. A
     user's hosts.toml is used as written.
     """
-    from console.config_loader import load_config
+    from console.config import load_config
 
     if args.demo:
         from console.sim.demo_cluster import load_demo_config
@@ -56,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run_app(args: argparse.Namespace, config, state_root: Path | None, notes: list[str]) -> int:
-    from console.hosts.factory import open_hosts
+    from console.factory import open_hosts
     from console.ops.audit import open_audit
     from console.ui.app import ConsoleApp
 
@@ -70,17 +69,3 @@ def _run_app(args: argparse.Namespace, config, state_root: Path | None, notes: l
     finally:
         audit.close()
     return app.return_code or 0
-
-
-async def running_units(hosts) -> set[tuple[str, str]]:
-    """(host, unit) of every configured unit that runs now."""
-    out: set[tuple[str, str]] = set()
-    for host in hosts:
-        for service in host.config.services:
-            for unit in service.all_units():
-                with contextlib.suppress(Exception):
-                    async with asyncio.timeout(5):
-                        state = await host.services.state(unit)
-                    if state.is_running:
-                        out.add((host.name, unit))
-    return out

@@ -22,7 +22,7 @@ def free_port() -> int:
 
 def demo_config_on_free_port():
     """The packaged demo cluster, its service moved to a free loopback port (tests run side by side)."""
-    from console.config_loader import demo_config_path, load_config
+    from console.config import demo_config_path, load_config
 
     config = load_config(demo_config_path())
     port = free_port()
@@ -43,7 +43,7 @@ def sim_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 @pytest.fixture
 def demo_app(sim_env: Path):
     """A factory for the console on the simulated demo host (units stopped when the app exits)."""
-    from console.hosts.factory import open_hosts
+    from console.factory import open_hosts
     from console.ops.audit import open_audit
     from console.ui.app import ConsoleApp
 

@@ -162,7 +162,7 @@ def demo_like_host(cfg: HostConfig, *, scenario: str) -> Host:
 def fixed_config(names: list[str], *, theme: str = "dark", readonly: bool = False,
                  keys: tuple[tuple[str, str], ...] = ()) -> ConsoleConfig:
     """The demo cluster's host config under other names, with polls that run once (refresh 1 h)."""
-    from console.config_loader import demo_config_path, load_config
+    from console.config import demo_config_path, load_config
 
     demo = load_config(demo_config_path())
     base = demo.hosts[0]

@@ -60,7 +60,7 @@ def _port(url: str) -> int:
 def test_demo_moves_off_a_busy_port() -> None:
     import argparse
 
-    from console.config_loader import demo_config_path, load_config
+    from console.config import demo_config_path, load_config
     from console.ui.command import tui_config
 
     packaged = _port(load_config(demo_config_path()).hosts[0].services[0].url)
@@ -78,7 +78,7 @@ def test_demo_moves_off_a_busy_port() -> None:
 def test_user_config_is_used_as_written(tmp_path) -> None:
     import argparse
 
-    from console.config_loader import demo_config_path
+    from console.config import demo_config_path
     from console.ui.command import tui_config
 
     holder = _hold(0)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from sim_fixtures import engine_pids, free_port, wait_until
 
-from console.config_loader import demo_config_path
+from console.config import demo_config_path
 
 
 @pytest.fixture
@@ -36,7 +36,7 @@ def demo_env(tmp_path):
 
 def _stop_units(tmp_path: Path, env: dict) -> None:
     code = (
-        "import asyncio\nfrom console.config_loader import load_config\nfrom console.hosts.factory import open_host\n"
+        "import asyncio\nfrom console.config import load_config\nfrom console.factory import open_host\n"
         "async def main():\n    host = open_host(load_config('hosts.toml').hosts[0])\n"
         "    await host.services.stop_all()\n    await host.close()\nasyncio.run(main())\n"
     )

@@ -7,10 +7,18 @@ from pathlib import Path
 
 import pytest
 
-from console import config_loader
-from console.config import DROP_IN, ENV_FILE, TEMPLATE, UNIT_PER_LAYOUT, ConsoleConfig, UiConfig
-from console.config_fields import KeyLocator, dotted
-from console.config_loader import demo_config_path, load_config
+from console.config import (
+    DROP_IN,
+    ENV_FILE,
+    TEMPLATE,
+    UNIT_PER_LAYOUT,
+    ConsoleConfig,
+    UiConfig,
+    demo_config_path,
+    load_config,
+)
+from console.config import loader as config_loader
+from console.config.fields import KeyLocator, dotted
 from console.domain.layout import Layout
 from console.domain.models import Engine
 from console.errors import ConfigError, UsageError

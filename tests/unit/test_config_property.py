@@ -15,8 +15,7 @@ import tomli
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from console.config import ConsoleConfig
-from console.config_loader import demo_config_path, load_config, parse_config
+from console.config import ConsoleConfig, demo_config_path, load_config, parse_config
 from console.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[2]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import socket
 from urllib.parse import urlsplit
 
-from console.config_loader import demo_config_path, load_config
+from console.config import demo_config_path, load_config
 from console.sim.demo_cluster import load_demo_config
 
 

@@ -10,8 +10,8 @@ import sys
 import time
 from pathlib import Path
 
+from console.sim.host.build import LedgerGpuSource
 from console.sim.ledger import (
-    LedgerGpuSource,
     ProcLedger,
     ensure_inventory,
     gpu_uuid,

@@ -10,7 +10,7 @@ import pytest
 from sim_fixtures import fake_engine, live, sim_host_config, wait_until
 
 from console.errors import HostError
-from console.hosts.procman import ProcessManager
+from console.sim.host.procman import ProcessManager
 
 UNIT = "sim-k26@ep8.service"
 

@@ -99,7 +99,7 @@ async def test_a_second_switch_is_refused_while_another_process_holds_the_lock(s
         f"""
         import asyncio, sys
         from pathlib import Path
-        from console.hosts.sim_host import FileHostLock
+        from console.sim.host.build import FileHostLock
         async def main():
             async with FileHostLock(Path({str(tmp_path / "hosts" / "sim1" / "locks")!r}))("switch-k26"):
                 print("held", flush=True)
@@ -259,7 +259,7 @@ async def test_every_mapping_switches_and_reports_its_active_layout(sim_hosts, m
 async def test_a_demo_host_stops_its_units_when_closed(tmp_path):
     from sim_fixtures import engine_pids
 
-    from console.hosts.sim_host import build_sim_host
+    from console.sim.host.build import build_sim_host
 
     host = build_sim_host(sim_host_config(), tmp_path, stop_units_on_close=True)
     assert (await switch_layout(host, None, "EP8", timeout_s=60)).outcome == "ready"

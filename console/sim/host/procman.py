@@ -4,7 +4,7 @@ Each unit runs under its own supervisor (`console.sim.supervisor`), which outliv
 started it, exactly as a systemd unit outlives `systemctl`. Everything lives in the state dir:
 
     <state>/hosts/<host>/units/<unit>/state.json     the unit's state, written by its supervisor
-    <state>/hosts/<host>/units/<unit>/journal.jsonl  its journal (see sim_journal)
+    <state>/hosts/<host>/units/<unit>/journal.jsonl  its journal (see journal.py)
     <state>/hosts/<host>/files/...                   the host's "filesystem" for env files and drop-ins
     <state>/hosts/<host>/ledger/                     the simulated GPUs' memory ledger
 
@@ -27,16 +27,16 @@ from pathlib import Path
 from console.config import DROP_IN, ENV_FILE, HostConfig
 from console.domain.models import JournalEntry, UnitState
 from console.errors import HostError
-from console.hosts import sim_units
-from console.hosts.sim_journal import PRIORITY_WARNING, append_entry, follow_journal, parse_cursor
-from console.hosts.sim_unit_state import (
-    pid_alive,
+from console.hosts.procfs import pid_alive
+from console.hosts.state_dir import sim_host_dir
+from console.sim.host import units as sim_units
+from console.sim.host.journal import PRIORITY_WARNING, append_entry, follow_journal, parse_cursor
+from console.sim.host.unit_state import (
     read_state,
     supervisor_alive,
     unit_state_from,
     write_state,
 )
-from console.hosts.state_dir import sim_host_dir
 
 #: Seconds between SIGTERM and SIGKILL when a unit stops (systemd's TimeoutStopSec, shortened).
 DEFAULT_STOP_GRACE_S = 5.0

@@ -15,9 +15,9 @@ try:
 except ModuleNotFoundError:  # Python 3.11+ ships the same parser as tomllib
     import tomllib as toml  # type: ignore[no-redef]
 
-from console.config import ConsoleConfig, HostConfig, SimConfig, UiConfig
-from console.config_fields import KeyLocator, Table, shown
-from console.config_services import DISPLAY_TEXT, parse_service
+from console.config.fields import KeyLocator, Table, shown
+from console.config.model import ConsoleConfig, HostConfig, SimConfig, UiConfig
+from console.config.services import DISPLAY_TEXT, parse_service
 from console.errors import ConfigError
 
 CONFIG_NAME = "hosts.toml"
@@ -41,7 +41,7 @@ KEY_SPEC = re.compile(r"[^\s\x00-\x1f\x7f]+")
 
 def demo_config_path() -> Path:
     """The packaged demo cluster (one simulated host with eight GPUs)."""
-    return Path(__file__).resolve().parent / "sim" / "demo.toml"
+    return Path(__file__).resolve().parent.parent / "sim" / "demo.toml"
 
 
 def user_config_path() -> Path:

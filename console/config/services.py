@@ -7,8 +7,16 @@ import re
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from console.config import DROP_IN, ENV_FILE, MAPPINGS, TEMPLATE, UNIT_PER_LAYOUT, LayoutConfig, ServiceConfig
-from console.config_fields import Table, shown
+from console.config.fields import Table, shown
+from console.config.model import (
+    DROP_IN,
+    ENV_FILE,
+    MAPPINGS,
+    TEMPLATE,
+    UNIT_PER_LAYOUT,
+    LayoutConfig,
+    ServiceConfig,
+)
 from console.domain.layout import Layout, LayoutError, check_layout, parse_layout
 from console.domain.layout_parse import MAX_PARALLEL_SIZE
 from console.domain.models import Engine

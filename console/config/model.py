@@ -1,6 +1,6 @@
 """hosts.toml as frozen, typed values, validated once at start.
 
-The loader (`load_config`) lives in `console/config_loader.py`; every error it raises is a
+The loader (`load_config`) lives in `console/config/loader.py`; every error it raises is a
 `ConfigError` naming file:line and the key.
 """
 

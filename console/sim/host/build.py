@@ -4,6 +4,7 @@ The probes are the real hosts' `HttpHealthProbe`, pointed at the local engine.""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import fcntl
 import os
@@ -11,9 +12,22 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 from console.config import HostConfig
-from console.hosts.base import Host, LinkStatus, LockBusy
-from console.hosts.procman import ProcessManager
-from console.hosts.sim_units import sim_settings
+from console.domain.models import GpuSnapshot
+from console.hosts.base import Host, LinkStatus, LockBusy, SampledGpuSource
+from console.sim.host.procman import ProcessManager
+from console.sim.host.units import sim_settings
+from console.sim.ledger import read_snapshot
+
+
+class LedgerGpuSource(SampledGpuSource):
+    """GpuSource over a ledger directory on this machine (the `sim` host's GPUs)."""
+
+    def __init__(self, directory: str | Path) -> None:
+        self.directory = Path(directory)
+
+    async def sample(self) -> GpuSnapshot:
+        """One snapshot, read off the event loop's thread."""
+        return await asyncio.to_thread(read_snapshot, self.directory)
 
 
 class FileHostLock:
@@ -49,7 +63,7 @@ def build_sim_host(cfg: HostConfig, state_root: Path, *, stop_units_on_close: bo
     then `Host.close()` stops every unit the host runs, so a closed console leaves no engine behind.
     """
     from console.hosts.health import HttpHealthProbe
-    from console.sim.ledger import LedgerGpuSource, ensure_inventory
+    from console.sim.ledger import ensure_inventory
 
     manager = ProcessManager(cfg, state_root)
     sim = sim_settings(cfg)

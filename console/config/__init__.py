@@ -1,0 +1,38 @@
+"""hosts.toml as frozen, typed values: the model, its loader and the per-service parser.
+
+Everything above this package imports from here; the modules inside import each other directly.
+"""
+
+from console.config.loader import CONFIG_NAME, demo_config_path, find_config, load_config, parse_config
+from console.config.model import (
+    DROP_IN,
+    ENV_FILE,
+    MAPPINGS,
+    TEMPLATE,
+    UNIT_PER_LAYOUT,
+    ConsoleConfig,
+    HostConfig,
+    LayoutConfig,
+    ServiceConfig,
+    SimConfig,
+    UiConfig,
+)
+
+__all__ = [
+    "CONFIG_NAME",
+    "DROP_IN",
+    "ENV_FILE",
+    "MAPPINGS",
+    "TEMPLATE",
+    "UNIT_PER_LAYOUT",
+    "ConsoleConfig",
+    "HostConfig",
+    "LayoutConfig",
+    "ServiceConfig",
+    "SimConfig",
+    "UiConfig",
+    "demo_config_path",
+    "find_config",
+    "load_config",
+    "parse_config",
+]

@@ -36,26 +36,43 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="serve-console", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"serve-console {__version__}")
-    parser.add_argument(
-        "--config",
-        metavar="PATH",
-        help="hosts.toml to use (default: ./hosts.toml, then the user config dir)",
-    )
+    _add_global_options(parser, default=None)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for module_name in COMMANDS.values():
         importlib.import_module(module_name).add_parser(sub)
+    for subparser in sub.choices.values():
+        # Also after the subcommand; SUPPRESS keeps a value given before it from being reset.
+        _add_global_options(subparser, default=argparse.SUPPRESS)
     return parser
+
+
+#: Options every command takes, before or after the subcommand's name.
+GLOBAL_FLAGS = ("--readonly",)
+GLOBAL_VALUED = ("--config",)
+
+
+def _add_global_options(parser: argparse.ArgumentParser, *, default: object) -> None:
+    known = parser._option_string_actions
+    if "--config" not in known:
+        parser.add_argument(
+            "--config",
+            metavar="PATH",
+            default=default,
+            help="hosts.toml to use (default: ./hosts.toml, then the user config dir)",
+        )
+    if "--readonly" not in known:
+        parser.add_argument(
+            "--readonly",
+            action="store_true",
+            default=False if default is None else default,
+            help="refuse every action that changes a host",
+        )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
-    # No subcommand means the TUI; top-level TUI flags (--demo, --readonly) go with it.
-    if not any(a in COMMANDS for a in args_list if not a.startswith("-")) and not (
-        {"-h", "--help", "--version"} & set(args_list)
-    ):
-        args_list = _insert_default(args_list)
-    args = parser.parse_args(args_list)
+    args = parser.parse_args(with_default_command(args_list))
     try:
         return int(args.func(args) or 0)
     except ConsoleError as exc:
@@ -67,13 +84,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
 
 
-def _insert_default(args_list: list[str]) -> list[str]:
-    """Put `tui` after the global options so `serve-console --config X --demo` works."""
-    out = list(args_list)
-    i = 0
-    while i < len(out) and out[i] == "--config":
-        i += 2
-    while i < len(out) and out[i].startswith("--config="):
-        i += 1
-    out.insert(i, "tui")
-    return out
+def with_default_command(args_list: list[str]) -> list[str]:
+    """No subcommand means the TUI: `tui` goes first, and every option (global or the TUI's) after it."""
+    if _subcommand(args_list) is None and not ({"-h", "--help", "--version"} & set(args_list)):
+        return ["tui", *args_list]
+    return list(args_list)
+
+
+def _subcommand(args_list: list[str]) -> str | None:
+    """The subcommand named in the arguments (skipping the values of global options), or None."""
+    skip = False
+    for arg in args_list:
+        if skip:
+            skip = False
+        elif arg in GLOBAL_VALUED:
+            skip = True
+        elif not arg.startswith("-"):
+            return arg if arg in COMMANDS else None
+    return None

@@ -16,7 +16,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("tui", help="open the console (the default when no command is given)")
     parser.add_argument("--demo", action="store_true",
                         help="open it on the packaged simulated cluster (stops the units it started on exit)")
-    parser.add_argument("--readonly", action="store_true", help="hide and refuse every action that changes a host")
     parser.add_argument("--theme", metavar="NAME", help="colour theme from themes/ (dark, light, high-contrast)")
     parser.set_defaults(func=run)
 

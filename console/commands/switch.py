@@ -14,7 +14,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         help="switch a service to another layout and watch it come up",
         description="Stop the running layout, start LAYOUT, and watch journal, unit state and health "
         "until it is ready or has failed; roll back to the last ready layout on failure. "
-        "Exit 0 ready, 1 failed/timeout/refused, 2 usage or config error.",
+        "LAYOUT already running and ready is left as it is (exit 0) unless --restart. "
+        "Exit 0 ready or unchanged, 1 failed/timeout/refused, 2 usage or config error.",
     )
     parser.add_argument("layout", metavar="LAYOUT", help="layout name as in hosts.toml (`EP8`, `TP4EP2`)")
     add_host_option(parser)
@@ -22,6 +23,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--force", action="store_true", help="switch even if the fit predicts oom or invalid")
     parser.add_argument(
         "--timeout", type=float, default=900.0, metavar="S", help="seconds to wait (default 900)"
+    )
+    parser.add_argument(
+        "--restart", action="store_true", help="restart LAYOUT even when it is already running and ready"
     )
     parser.add_argument("--no-rollback", action="store_true", help="leave a failed layout as it is")
     parser.set_defaults(func=run)
@@ -42,7 +46,7 @@ async def _switch(host_cfg, service, args: argparse.Namespace) -> int:
     from console.commands.switch_output import HumanPrinter, JsonPrinter
     from console.factory import open_host
     from console.ops.audit import open_audit
-    from console.ops.events import READY
+    from console.ops.events import READY, UNCHANGED
     from console.ops.switch import resolve, switch_layout
 
     host = open_host(host_cfg)
@@ -57,10 +61,11 @@ async def _switch(host_cfg, service, args: argparse.Namespace) -> int:
             force=args.force,
             timeout_s=args.timeout,
             rollback=not args.no_rollback,
+            restart_ready=args.restart,
             audit=audit,
             on_event=printer,
         )
     finally:
         audit.close()
         await host.close()
-    return 0 if result.outcome == READY else 1
+    return 0 if result.outcome in (READY, UNCHANGED) else 1

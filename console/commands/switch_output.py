@@ -7,6 +7,7 @@ from typing import TextIO
 
 from console.commands.host_args import print_json
 from console.domain.models import Finding
+from console.domain.text import shown
 from console.ops.events import (
     FindingEvent,
     HealthEvent,
@@ -59,6 +60,8 @@ def verdict_lines(result: SwitchResult) -> list[str]:
         out.append(
             f"READY: {result.layout} is serving after {result.elapsed_s:.1f} s (verdict {detected} after the engine said so)"
         )
+    elif result.outcome == "unchanged":
+        out.append(f"UNCHANGED: {result.reason}")
     elif result.outcome == "refused":
         out.append(f"REFUSED: {result.reason}")
     elif result.outcome == "timeout":
@@ -95,7 +98,7 @@ class HumanPrinter:
 
     def line(self, event: SwitchEvent, kind: str, text: str) -> None:
         mark = "  ↩ " if event.rollback else "  "
-        self.out.write(f"{mark}{event.elapsed_s:7.2f}s  {kind:<9} {text}\n")
+        self.out.write(f"{mark}{event.elapsed_s:7.2f}s  {kind:<9} {shown(text)}\n")
         self.out.flush()
 
     def __call__(self, event: SwitchEvent) -> None:
@@ -123,5 +126,5 @@ class HumanPrinter:
             self.line(event, "health", f"{event.sample.status}{code}")
         elif isinstance(event, ResultEvent) and event.result is not None:
             for text in verdict_lines(event.result):
-                self.out.write(text + "\n")
+                self.out.write(shown(text) + "\n")
             self.out.flush()

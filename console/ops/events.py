@@ -15,6 +15,8 @@ READY = "ready"
 FAILED = "failed"
 TIMEOUT = "timeout"
 REFUSED = "refused"
+UNCHANGED = "unchanged"
+"""The layout asked for was already running and ready, and nothing was done (`switch` without --restart)."""
 
 
 def _round(value: float | None, digits: int = 3) -> float | None:
@@ -31,16 +33,11 @@ class SwitchEvent:
 
     kind = "event"
 
-    def _base(self) -> dict[str, Any]:
-        return {
-            "event": self.kind,
-            "layout": self.layout,
-            "rollback": self.rollback,
-            "elapsed_s": _round(self.elapsed_s),
-        }
-
     def to_json(self) -> dict[str, Any]:
-        return self._base()
+        """The event as `switch --json` prints it (one encoder for every kind)."""
+        from console.ops.event_json import event_json
+
+        return event_json(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,9 +49,6 @@ class StepEvent(SwitchEvent):
     unit: str | None = None
 
     kind = "step"
-
-    def to_json(self) -> dict[str, Any]:
-        return {**self._base(), "step": self.step, "detail": self.detail, "unit": self.unit}
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,15 +62,6 @@ class PhaseEvent(SwitchEvent):
 
     kind = "phase"
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            **self._base(),
-            "phase": self.phase.value,
-            "detail": self.detail,
-            "rank": self.rank,
-            "ts": self.ts,
-        }
-
 
 @dataclass(frozen=True, slots=True)
 class ProgressEvent(SwitchEvent):
@@ -89,15 +74,6 @@ class ProgressEvent(SwitchEvent):
 
     kind = "progress"
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            **self._base(),
-            "phase": self.phase.value,
-            "progress": round(self.progress, 4),
-            "detail": self.detail,
-            "ts": self.ts,
-        }
-
 
 @dataclass(frozen=True, slots=True)
 class FindingEvent(SwitchEvent):
@@ -106,9 +82,6 @@ class FindingEvent(SwitchEvent):
     finding: Finding | None = None
 
     kind = "finding"
-
-    def to_json(self) -> dict[str, Any]:
-        return {**self._base(), **(self.finding.to_json() if self.finding else {})}
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,17 +92,6 @@ class StateEvent(SwitchEvent):
 
     kind = "state"
 
-    def to_json(self) -> dict[str, Any]:
-        st = self.state
-        return {
-            **self._base(),
-            "unit": st.unit if st else None,
-            "active": st.active if st else None,
-            "sub": st.sub if st else None,
-            "result": st.result if st else None,
-            "main_pid": st.main_pid if st else None,
-        }
-
 
 @dataclass(frozen=True, slots=True)
 class HealthEvent(SwitchEvent):
@@ -138,14 +100,6 @@ class HealthEvent(SwitchEvent):
     sample: HealthSample | None = None
 
     kind = "health"
-
-    def to_json(self) -> dict[str, Any]:
-        s = self.sample
-        return {
-            **self._base(),
-            "status": s.status if s else None,
-            "http_status": s.http_status if s else None,
-        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,7 +110,7 @@ class SwitchResult:
     service: str
     layout: str
     outcome: str
-    """ready | failed | timeout | refused"""
+    """ready | failed | timeout | refused | unchanged"""
     reason: str = ""
     from_layout: str | None = None
     unit: str | None = None
@@ -213,6 +167,5 @@ class ResultEvent(SwitchEvent):
 
     kind = "result"
 
-    def to_json(self) -> dict[str, Any]:
-        assert self.result is not None
-        return self.result.to_json()
+
+EVENT_CLASSES = (StepEvent, PhaseEvent, ProgressEvent, FindingEvent, StateEvent, HealthEvent, ResultEvent)

@@ -26,6 +26,7 @@ from console.ops.events import (
     READY,
     REFUSED,
     TIMEOUT,
+    UNCHANGED,
     ResultEvent,
     StepEvent,
     SwitchEvent,
@@ -76,21 +77,28 @@ async def switch_layout(
     force: bool = False,
     timeout_s: float = 900.0,
     rollback: bool = True,
+    restart_ready: bool = True,
     audit: AuditLog | None = None,
     on_event: EventSink | None = None,
     state_poll_s: float = 0.1,
     health_poll_s: float = 0.5,
 ) -> SwitchResult:
-    """Switch `service` on `host` to `layout_name`; emit events as it goes and one result at the end."""
+    """Switch `service` on `host` to `layout_name`; emit events as it goes and one result at the end.
+
+    Args:
+        restart_ready: when `layout_name` already runs and is ready, restart it (the TUI has asked
+            first); when False, leave it serving and return an `unchanged` result.
+    """
     svc, layout = resolve(host, service, layout_name)
     run = _Switch(host, svc, audit, on_event or (lambda _e: None), timeout_s, state_poll_s, health_poll_s)
     t0 = time.monotonic()
     try:
         async with host.lock(lock_name(svc)):
-            result = await run.switch(layout, force=force, rollback=rollback)
+            result = await run.switch(layout, force=force, rollback=rollback, restart_ready=restart_ready)
     except LockBusy as exc:
         reason = f"another switch of {svc.name} is running on {host.name} ({exc})"
-        result = run.refused(layout, reason, force, elapsed_s=time.monotonic() - t0)
+        from_layout = await run.running_layout_or_none()
+        result = run.refused(layout, reason, force, elapsed_s=time.monotonic() - t0, from_layout=from_layout)
     run.emit(ResultEvent(layout=result.layout, elapsed_s=result.elapsed_s, result=result))
     return result
 
@@ -145,26 +153,55 @@ class _Switch:
         *,
         elapsed_s: float = 0.0,
         fit: dict | None = None,
+        from_layout: str | None = None,
     ) -> SwitchResult:
         audit_id = None
         if self.audit is not None:
             audit_id = self.audit.begin(
-                host=self.host.name, service=self.service.name, to_layout=layout.name, forced=forced
-            )
+                host=self.host.name, service=self.service.name, to_layout=layout.name,
+                from_layout=from_layout, forced=forced,
+            )  # fmt: skip
             self.audit.finish(
                 audit_id, outcome=REFUSED, reason=reason, detected_after_s=0.0, elapsed_s=elapsed_s
             )
         now = time.time()
         return SwitchResult(
             host=self.host.name, service=self.service.name, layout=layout.name, outcome=REFUSED, reason=reason,
-            detected_after_s=0.0, elapsed_s=elapsed_s, forced=forced, fit=fit, audit_id=audit_id,
-            started_at=now - elapsed_s, verdict_at=now,
+            from_layout=from_layout, detected_after_s=0.0, elapsed_s=elapsed_s, forced=forced, fit=fit,
+            audit_id=audit_id, started_at=now - elapsed_s, verdict_at=now,
         )  # fmt: skip
 
-    async def switch(self, layout: LayoutConfig, *, force: bool, rollback: bool) -> SwitchResult:
+    async def running_layout_or_none(self) -> str | None:
+        """The layout running now, for a switch refused before it looked (None if the host cannot say)."""
+        try:
+            states = await unit_states(self.host, self.service)
+        except ConsoleError:
+            return None
+        return running_layout(self.host.name, self.service, states, self.audit)[1]
+
+    async def is_ready(self, unit: str | None) -> bool:
+        """The unit runs and its health probe (where the service has one) says ready."""
+        if unit is None:
+            return False
+        probe = self.host.probes.get(self.service.name)
+        if probe is None:
+            return True
+        return (await probe.probe()).status == "ready"
+
+    async def switch(
+        self, layout: LayoutConfig, *, force: bool, rollback: bool, restart_ready: bool = True
+    ) -> SwitchResult:
         t0 = time.monotonic()
         states = await unit_states(self.host, self.service)
-        _unit, from_layout = running_layout(self.host.name, self.service, states, self.audit)
+        unit, from_layout = running_layout(self.host.name, self.service, states, self.audit)
+        if not restart_ready and from_layout == layout.name and await self.is_ready(unit):
+            now = time.time()
+            reason = f"{layout.name} is already running and ready on {self.host.name}; nothing done (--restart restarts it)"
+            return SwitchResult(
+                host=self.host.name, service=self.service.name, layout=layout.name, outcome=UNCHANGED,
+                reason=reason, from_layout=from_layout, unit=unit, detected_after_s=0.0,
+                elapsed_s=time.monotonic() - t0, started_at=now, verdict_at=now,
+            )  # fmt: skip
         fit = fit_layout(self.service, layout, await host_capacity(self.host))
         fit_json = fit.to_json() if fit is not None else None
         if fit is None:
@@ -175,7 +212,7 @@ class _Switch:
             if not force:
                 reason = f"preflight: {layout.name} is predicted {fit.verdict}: {fit.reason} (use --force to try anyway)"
                 return self.refused(  # the result says why; no step line repeats it
-                    layout, reason, force, elapsed_s=time.monotonic() - t0, fit=fit_json
+                    layout, reason, force, elapsed_s=time.monotonic() - t0, fit=fit_json, from_layout=from_layout
                 )
             self.step(layout.name, t0, "preflight", f"predicted {fit.verdict}: {fit.reason}; forced")
         else:
@@ -298,4 +335,4 @@ def _with_rollback(failed: SwitchResult, back: SwitchResult) -> SwitchResult:
     return replace(failed, rollback=back)
 
 
-__all__ = ["READY", "FAILED", "TIMEOUT", "REFUSED", "SwitchResult", "switch_layout", "resolve", "lock_name"]
+__all__ = ["READY", "FAILED", "TIMEOUT", "REFUSED", "UNCHANGED", "SwitchResult", "switch_layout", "resolve", "lock_name"]

@@ -36,6 +36,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _tail(host_cfg, service, args: argparse.Namespace) -> int:
+    from console.domain.text import shown
     from console.domain.triage import Triager
     from console.factory import open_host
     from console.ops.status import unit_states
@@ -43,7 +44,9 @@ async def _tail(host_cfg, service, args: argparse.Namespace) -> int:
     host = open_host(host_cfg)
     try:
         unit = args.unit
-        if unit is None:
+        if unit is not None:
+            await _check_unit_exists(host, service, unit)
+        else:
             states = await unit_states(host, service)
             running = [s for s in states if s.is_running]
             latest = sorted(states, key=lambda s: s.since or 0.0)
@@ -66,9 +69,28 @@ async def _tail(host_cfg, service, args: argparse.Namespace) -> int:
                 )
                 continue
             stamp = time.strftime("%H:%M:%S", time.localtime(entry.ts)) + f".{int(entry.ts % 1 * 1000):03d}"
-            print(f"{stamp} {entry.unit}: {entry.message}", flush=True)
+            # The message is the host's text: secrets masked, controls shown as escapes (JSON keeps it exact).
+            print(f"{stamp} {shown(entry.unit)}: {shown(entry.message)}", flush=True)
             for f in findings:
-                print(f">> {f.cls.value}{' ' + f.rank if f.rank else ''}: {f.summary}", flush=True)
+                print(f">> {f.cls.value}{' ' + shown(f.rank) if f.rank else ''}: {shown(f.summary)}", flush=True)
     finally:
         await host.close()
     return 0
+
+
+async def _check_unit_exists(host, service, unit: str) -> None:
+    """A unit the journal never heard of is an error, not an empty tail, unless it is one of the service's.
+
+    systemd loads any instance of a template (`sglang@nope.service`), so its LoadState alone cannot tell.
+
+    Raises:
+        HostError: no such unit (exit 1), naming the host and the service's own units.
+    """
+    from console.errors import HostError
+
+    if unit in service.all_units() and (await host.services.state(unit)).load != "not-found":
+        return
+    async for _entry in host.services.journal(unit, follow=False, lines=1):
+        return  # a removed unit's journal is still worth reading
+    units = ", ".join(service.all_units())
+    raise HostError(host.name, f"no unit {unit!r} (and no journal of one); {service.name} runs {units}")

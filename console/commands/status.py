@@ -27,6 +27,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _status(host_cfgs, as_json: bool) -> int:
+    from console.domain.text import shown
     from console.factory import open_host
     from console.ops.audit import open_audit
     from console.ops.status import service_status
@@ -50,7 +51,7 @@ async def _status(host_cfgs, as_json: bool) -> int:
                 if as_json:
                     print_json({"event": "status", "host": host_cfg.name, "error": str(exc)})
                 else:
-                    print(f"{host_cfg.name}: unreachable: {exc}", file=sys.stderr)
+                    print(shown(f"{host_cfg.name}: unreachable: {exc}"), file=sys.stderr)
             finally:
                 await host.close()
     finally:
@@ -59,6 +60,12 @@ async def _status(host_cfgs, as_json: bool) -> int:
 
 
 def _print_human(st) -> None:
+    """The service in plain lines; unit states, GPU names and errors are host text, shown safely."""
+    from console.domain.text import shown
+
+    def print(line: str) -> None:
+        sys.stdout.write(shown(line) + "\n")
+
     unit = st.active_state
     if unit is not None:
         state = f"{unit.active} ({unit.sub})"

@@ -43,6 +43,7 @@ def add_parser(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     """Triage the log; print the findings; 1 if there are any."""
     from console.domain.phases import PhaseTracker
+    from console.domain.text import shown
     from console.domain.triage import Triager
     from console.errors import UsageError
 
@@ -59,13 +60,13 @@ def run(args: argparse.Namespace) -> int:
                     tracker.feed(line, 0.0)
                 for finding in triager.feed(line):
                     found += 1
-                    if args.json:
-                        print(json.dumps(finding.to_json(), ensure_ascii=False))
+                    if args.json:  # ensure_ascii: exact text, and no C1 or bidi character live
+                        print(json.dumps(finding.to_json()))
                     else:
                         where = f"line {number}"
                         if tracker is not None and tracker.phase is not Phase.STOPPED:
                             where += f", {tracker.phase.value}"
-                        print(f"{finding.cls.value:<21} {finding.rank or '-':<11} {finding.summary}  ({where})")
+                        print(f"{finding.cls.value:<21} {shown(finding.rank or '-'):<11} {shown(finding.summary)}  ({where})")
     except OSError as exc:
         raise UsageError(f"{args.file}: {exc.strerror or exc}") from None
     sys.stdout.flush()

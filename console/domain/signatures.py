@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from console.domain.models import FindingClass, OomFigures
 from console.domain.oom import OOM_MARKERS, oom_summary, parse_oom
+from console.domain.text import printable
 
 #: The harmless NCCL warning `Call to bind failed: Address already in use`: never a finding.
 HARMLESS = ("Call to bind failed",)
@@ -61,13 +62,13 @@ def _around(text: str, needle: str, before: int = 220, after: int = 200) -> str:
     return text[max(at - before, 0) : at + len(needle) + after]
 
 
-# Control characters (an escape sequence in a log line) must not reach the user's terminal.
-_CONTROLS = dict.fromkeys([*range(0x20), 0x7F], " ")
-
-
 def clip(text: str, limit: int = 160) -> str:
-    """The text on one printable line, shortened to `limit` characters with an ellipsis."""
-    text = " ".join(text[: limit * 2].translate(_CONTROLS).split())
+    """The text on one printable line, shortened to `limit` characters with an ellipsis.
+
+    Whitespace (line breaks included) collapses to single spaces; every other control, C1 or bidi
+    character becomes visible escape text (`printable`), so no escape sequence reaches a terminal.
+    """
+    text = printable(" ".join(text[: limit * 2].split()))
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 

@@ -10,6 +10,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Mapping, Sequence
 
 from console.domain.models import GpuProcess, GpuSample, GpuSnapshot
+from console.domain.text import printable
 from console.errors import HostError
 from console.hosts.argv import CommandFailed, TransportLost, last_line
 from console.hosts.base import Transport
@@ -43,7 +44,8 @@ _MISSING = {
 
 
 def _cell(value: str) -> str | None:
-    value = value.strip()
+    """One CSV field as shown: host text, so controls and bidi characters become visible escapes."""
+    value = printable(value.strip())
     return None if value.lower() in _MISSING else value
 
 
@@ -83,7 +85,7 @@ def parse_gpu_line(row: Sequence[str]) -> GpuSample | None:
 def _garbage_note(bad: list[str]) -> str | None:
     if not bad:
         return None
-    return f"nvidia-smi: {len(bad)} unreadable line(s), e.g. {bad[0][:80]!r}"
+    return f"nvidia-smi: {len(bad)} unreadable line(s), e.g. {printable(repr(bad[0][:80]))}"
 
 
 def parse_gpus(text: str) -> tuple[list[GpuSample], str | None]:
@@ -123,8 +125,8 @@ def _failure(host: str, exc: Exception) -> str:
         detail = last_line(exc.result.stderr) or last_line(exc.result.stdout)
         if exc.result.exit_status == 127:
             return f"nvidia-smi not found on {host}"
-        return f"nvidia-smi failed on {host}: {detail or f'exit status {exc.result.exit_status}'}"
-    return str(exc)
+        return printable(f"nvidia-smi failed on {host}: {detail or f'exit status {exc.result.exit_status}'}")
+    return printable(str(exc))
 
 
 class NvidiaSmiSource:

@@ -14,6 +14,7 @@ from urllib.parse import urlsplit, urlunsplit
 import aiohttp
 
 from console.domain.models import Engine, HealthSample
+from console.domain.text import printable
 from console.errors import HostError
 
 
@@ -24,8 +25,9 @@ class LocalForward(Protocol):
 
 
 def _short(exc: BaseException) -> str:
+    """An exception's first line; its text may quote what the server sent, so it is made printable."""
     text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
+    return printable(text.splitlines()[0]) if text else type(exc).__name__
 
 
 class HttpHealthProbe:
@@ -72,7 +74,7 @@ class HttpHealthProbe:
             base = await self._base()
             status = await self._get(base + "/health")
         except HostError as exc:
-            return HealthSample(taken_at=now, status="down", error=str(exc))
+            return HealthSample(taken_at=now, status="down", error=printable(str(exc)))
         except TimeoutError:
             return HealthSample(taken_at=now, status="down", error=f"timed out after {self.timeout_s:g} s")
         except aiohttp.ClientConnectorError as exc:

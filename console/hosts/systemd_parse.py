@@ -10,6 +10,7 @@ import time
 from datetime import datetime
 
 from console.domain.models import JournalEntry, UnitState
+from console.domain.text import printable
 
 #: The properties `state()` asks for, in one `systemctl show` call.
 SHOW_PROPERTIES = (
@@ -39,8 +40,8 @@ def parse_show(text: str) -> dict[str, str]:
     props: dict[str, str] = {}
     for line in text.splitlines():
         key, sep, value = line.partition("=")
-        if sep:
-            props[key.strip()] = value.strip()
+        if sep:  # values are host text (a unit's Id, Result): shown, so made printable here
+            props[key.strip()] = printable(value.strip())
     return props
 
 
@@ -184,7 +185,7 @@ def journal_entry_from_json(line: str, unit: str) -> JournalEntry | None:
     return JournalEntry(
         cursor=cursor,
         ts=ts,
-        unit=entry_unit,
+        unit=printable(entry_unit),  # the message stays exact (triage, JSON); everything shown escapes it
         message=_message(fields.get("MESSAGE")),
         pid=pid,
         priority=_int_or_none(_first(fields.get("PRIORITY"))),

@@ -1,0 +1,44 @@
+"""Secrets in host text shown as `***`: API keys, Hugging Face tokens, Authorization values.
+
+Engines print their own arguments at start (SGLang's `server_args=ServerArgs(... api_key='...')`, vLLM's
+`non-default args: {'api_key': ...}`), and command lines carry `--api-key`. The console shows such
+lines with the value replaced. Only what the console shows changes: the journal on the host, the audit
+log and JSON output keep the text they had.
+"""
+
+from __future__ import annotations
+
+import re
+
+MASK = "***"
+
+# Each pattern keeps the name (group 1) and any opening quote (group 2), and replaces the value.
+_PATTERNS = (
+    # --api-key VALUE, --api-key=VALUE, --hf-token VALUE
+    re.compile(r"(--(?:api[-_]key|hf[-_]token|token)(?:=|\s+))(['\"]?)[^\s'\"]+"),
+    # api_key='VALUE', "api_key": "VALUE", API_KEY=VALUE, HF_TOKEN=VALUE, HUGGING_FACE_HUB_TOKEN: VALUE
+    re.compile(
+        r"(?i)(\b(?:[a-z0-9_]*api[_-]?key|hf_token|hugging_?face_hub_token|hf_api_token)['\"]?\s*[=:]\s*)"
+        r"(['\"]?)(?!\*\*\*)[^\s'\",)}\]]+"
+    ),
+    # Authorization: Bearer VALUE (the scheme is hidden too: it says nothing useful without the value)
+    re.compile(r"(?i)(\bauthorization['\"]?\s*[=:]\s*)(['\"]?)(?:(?:bearer|basic|token)\s+)?[^\s'\",)}\]]+"),
+)
+# A Hugging Face token wherever it stands: hf_ and at least 20 letters and digits.
+_HF_TOKEN = re.compile(r"\bhf_[A-Za-z0-9]{20,}\b")
+# Cheap test before the regexes: most lines mention none of these.
+_HINTS = ("key", "KEY", "Key", "token", "TOKEN", "Token", "hf_", "uthorization", "UTHORIZATION")
+
+
+def redact(text: str) -> str:
+    """The text with API keys, tokens and Authorization values replaced by `***`.
+
+    >>> redact("server_args=ServerArgs(api_key='sk-123', port=30000)")
+    "server_args=ServerArgs(api_key='***', port=30000)"
+    """
+    if not any(hint in text for hint in _HINTS):
+        return text
+    for pattern in _PATTERNS:
+        text = pattern.sub(lambda m: m.group(1) + m.group(2) + MASK, text)
+    return _HF_TOKEN.sub(MASK, text)
+

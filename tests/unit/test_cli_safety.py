@@ -1,0 +1,46 @@
+"""Headless commands never print host text with live controls or secrets (issue 10, items 3 and 14)."""
+
+from __future__ import annotations
+
+import json
+
+from test_cli_headless import cli, demo_env  # noqa: F401 - the fixture is used by name
+
+from console.hosts.state_dir import sim_host_dir
+from console.sim.host.journal import append_entry
+
+HOSTILE = "boom \x1b]52;c;ZWNobyBoaQ==\x07\x1b]0;owned\x07\x1b[2J \u009b2J \u202eevil\u202c\nforged line"
+LIVE = set("\x1b\x07\u009b\u202e\u202c\n")
+UNIT = "sglang-k26@ep8.service"
+
+
+def _journal_with(tmp_path, *messages: str) -> None:
+    unit_dir = sim_host_dir(tmp_path / "state", "demo") / "units" / UNIT
+    unit_dir.mkdir(parents=True, exist_ok=True)
+    for message in messages:
+        append_entry(unit_dir / "journal.jsonl", message, pid=4242)
+
+
+def test_tail_prints_hostile_journal_text_as_escapes_and_json_stays_exact(demo_env):  # noqa: F811
+    tmp_path, env = demo_env
+    secret = "server_args=ServerArgs(api_key='sk-live-123', port=30000)"
+    _journal_with(tmp_path, HOSTILE, secret)
+    run = cli(tmp_path, env, "tail", "--unit", UNIT, "-n", "5")
+    assert run.returncode == 0, run.stderr
+    body = "".join(run.stdout.splitlines())
+    assert not LIVE & set(body), run.stdout
+    assert "\\x1b]52;c;" in run.stdout and "\\x9b2J" in run.stdout and "\\u202eevil" in run.stdout
+    assert "api_key='***'" in run.stdout and "sk-live-123" not in run.stdout
+    as_json = cli(tmp_path, env, "tail", "--unit", UNIT, "-n", "5", "--json")
+    assert not LIVE & set(as_json.stdout.replace("\n", ""))
+    messages = [json.loads(line)["message"] for line in as_json.stdout.splitlines()]
+    assert messages == [HOSTILE, secret]  # exact, the host's journal untouched
+
+
+def test_triage_json_and_summary_carry_no_live_c1_or_bidi(tmp_path):
+    log = tmp_path / "engine.log"
+    log.write_text("torch.OutOfMemoryError: CUDA out of memory \u009b2J\u202eevil\u202c Tried to allocate 2.00 GiB\n")
+    for extra in ((), ("--json",)):
+        run = cli(tmp_path, {"PATH": "/usr/bin:/bin"}, "triage", str(log), *extra)
+        assert run.returncode == 1, run.stderr
+        assert not LIVE & set(run.stdout.replace("\n", "")), run.stdout

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Real test hosts: systemd (PID 1), journald and sshd in systemd-nspawn containers, one network
-# namespace each, reachable by key. Recipe and traps: the project README, section "Test hosts".
+# namespace each, reachable by key. Recipe and traps: docs/testing.md, section "Test hosts".
 #
 #   tests/hosts/testbed.sh deps            install systemd-nspawn, mmdebstrap, ssh (apt, as root)
 #   tests/hosts/testbed.sh build           build the cached root fs (no-op when its inputs are unchanged)

@@ -54,10 +54,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _story(host_cfg, state_root: Path, as_json: bool) -> int:
-    from console.commands.switch_output import HumanPrinter, JsonPrinter, failure_words
+    from console.commands.switch_output import HumanPrinter, JsonPrinter
     from console.factory import open_host
     from console.ops.audit import AuditLog
     from console.ops.events import FAILED, READY
+    from console.ops.failure_rows import headline
     from console.ops.switch import switch_layout
     from console.sim.host.units import time_scale
 
@@ -81,7 +82,7 @@ async def _story(host_cfg, state_root: Path, as_json: bool) -> int:
                 say(f"  {label:<16} {res.layout:<8} {res.outcome:<7} after {res.elapsed_s:5.1f} s, "
                     f"verdict {res.detected_after_s or 0.0:.3f} s after the decisive log line")  # fmt: skip
         if second.failure is not None:
-            say(f"  cause: {failure_words(second.failure, second.reason)[-1]}")
+            say(f"  cause: {headline(second)}")
         ok = second.outcome == FAILED and second.rollback is not None and second.rollback.outcome == READY
         say("  The seed's 15 s polling loop would have needed up to 15 s to notice the death, and would have")
         say("  taken /v1/models answering for readiness.")

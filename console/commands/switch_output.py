@@ -6,7 +6,6 @@ import sys
 from typing import TextIO
 
 from console.commands.host_args import print_json
-from console.domain.models import Finding
 from console.domain.text import shown
 from console.ops.events import (
     FindingEvent,
@@ -19,6 +18,7 @@ from console.ops.events import (
     SwitchEvent,
     SwitchResult,
 )
+from console.ops.failure_rows import failure_rows
 
 
 class JsonPrinter:
@@ -28,27 +28,20 @@ class JsonPrinter:
         print_json(event.to_json())
 
 
-def _size(n: int | None) -> str:
-    from console.domain.units import format_bytes
-
-    return "?" if n is None else format_bytes(n)
+#: Rows the verdict's own sentence already says, or that belong to the card only.
+_SAID = {"layout", "cause", "reason", "verdict", "fits"}
 
 
-def failure_words(failure: Finding | None, reason: str) -> list[str]:
-    """A failure in plain words; for a CUDA OOM, its figures."""
+def failure_words(result: SwitchResult) -> list[str]:
+    """A failure in plain words: its cause, then its facts as the TUI's card shows them (one renderer)."""
+    failure = result.failure
     if failure is None:
-        return [reason]
-    lines = [failure.summary]
-    oom = failure.oom
-    if oom is not None:
-        gpu = f"GPU {oom.gpu}" if oom.gpu is not None else "a GPU"
-        rank = f" on rank {failure.rank}" if failure.rank else ""
-        lines.append(
-            f"{gpu}{rank} tried to allocate {_size(oom.tried_bytes)} with {_size(oom.free_bytes)} free "
-            f"of {_size(oom.total_bytes)} ({_size(oom.in_use_bytes)} in use by the process)"
-        )
-    elif failure.line and failure.line != failure.summary:
-        lines.append(f"log: {failure.line[:200]}")
+        return [result.reason or result.outcome]
+    rows = [row for row in failure_rows(result) if row.label not in _SAID]
+    facts = " · ".join(f"{row.label} {row.value}" for row in rows if row.label and row.label != "do")
+    lines = [failure.summary] + ([facts] if facts else [])
+    lines += [f"do: {row.value}" for row in rows if row.label == "do"]
+    lines += [f"log: {row.value[:200]}" for row in rows if not row.label and row.value != failure.summary]
     return lines
 
 
@@ -67,7 +60,7 @@ def verdict_lines(result: SwitchResult) -> list[str]:
     elif result.outcome == "timeout":
         out.append(f"TIMEOUT: {result.layout}: {result.reason}")
     else:
-        words = failure_words(result.failure, result.reason)
+        words = failure_words(result)
         out.append(f"FAILED: {result.layout} after {result.elapsed_s:.1f} s: {words[0]}")
         out += [f"  {w}" for w in words[1:]]
         out.append(f"  detected {detected} after the decisive log line or state change")
@@ -79,7 +72,7 @@ def verdict_lines(result: SwitchResult) -> list[str]:
                 f"ROLLED BACK: {back.layout} is ready again after {back.elapsed_s:.1f} s (verdict {back_detected} after its ready line)"
             )
         else:
-            words = failure_words(back.failure, back.reason)
+            words = failure_words(back)
             out.append(f"ROLLBACK {back.outcome.upper()}: {back.layout}: {words[0]}")
     return out
 

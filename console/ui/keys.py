@@ -94,7 +94,7 @@ ACTIONS: tuple[UiAction, ...] = (
 BY_ID = {a.id: a for a in ACTIONS}
 
 
-def bindings(scope: str, *, priority: bool = False) -> list[Binding]:
+def bindings(scope: str, *, priority: bool = False, via: str | None = None) -> list[Binding]:
     """Textual bindings for a scope; `App.set_keymap` remaps them by id.
 
     Args:
@@ -102,9 +102,12 @@ def bindings(scope: str, *, priority: bool = False) -> list[Binding]:
         priority: checked before the key reaches the focused widget, so the action runs (and moves the
             focus) before the next key is dispatched; the screen's `check_action` lets a text input
             keep its keys.
+        via: bind each key to the action `via('name')` instead of `name`: one action of the screen that
+            hands the name on to the widget doing the work (the host screen's journal keys).
     """
     return [
-        Binding(a.key, a.action, a.description, show=a.show, tooltip=a.tooltip, id=a.id, priority=priority)
+        Binding(a.key, f"{via}({a.action!r})" if via else a.action, a.description, show=a.show,
+                tooltip=a.tooltip, id=a.id, priority=priority)
         for a in ACTIONS
         if a.scope == scope
     ]

@@ -2,33 +2,30 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from textual.message import Message
 
+from console.ops.events import ProgressEvent, SwitchEvent, SwitchResult
 
-class SwitchEvent(Message, bubble=False):
-    """One event of a running switch, as the ops layer's `to_json()` dict.
+
+class SwitchNews(Message, bubble=False):
+    """One typed event of a running switch, or (`final`) the switch's whole result.
 
     Progress events fire faster than frames, so a newer progress event replaces a queued one.
     """
 
-    def __init__(self, host: str, event: dict[str, Any]) -> None:
+    def __init__(self, host: str, event: SwitchEvent | SwitchResult) -> None:
         super().__init__()
         self.host, self.event = host, event
 
+    @property
+    def final(self) -> SwitchResult | None:
+        """The switch's result, when this message says that it ended."""
+        return self.event if isinstance(self.event, SwitchResult) else None
+
     def can_replace(self, message: Message) -> bool:
         return (
-            isinstance(message, SwitchEvent)
+            isinstance(message, SwitchNews)
             and message.host == self.host
-            and self.event.get("event") == "progress"
-            and message.event.get("event") == "progress"
+            and isinstance(self.event, ProgressEvent)
+            and isinstance(message.event, ProgressEvent)
         )
-
-
-class SwitchFinished(Message, bubble=False):
-    """The switch ended; `result` is the final `{"event": "result", ...}` dict."""
-
-    def __init__(self, host: str, result: dict[str, Any]) -> None:
-        super().__init__()
-        self.host, self.result = host, result

@@ -12,7 +12,8 @@ import pytest
 from fixed_host import DATA, EP8_USED, fixed_app, loading_series
 
 from console.hosts.gpus import GpuHistory
-from console.ui.messages import SwitchEvent, SwitchFinished
+from console.ops.event_json import event_from_json, result_from_json
+from console.ui.messages import SwitchNews
 from console.ui.screens.picker import LayoutPicker
 from console.ui.widgets.gpu_pane import GpuPane
 from console.ui.widgets.switch_progress import SwitchPanel
@@ -73,11 +74,11 @@ def test_failure_card(snap_compare) -> None:
         panel.begin("demo", "kimi-k2.6", "TP4 EP2", True, await screen.layouts_that_fit(exclude="TP4 EP2"))
         journal = screen.query_one("#journal-pane")
         for event in events[:-1]:
-            screen.post_message(SwitchEvent("demo", event))
+            screen.post_message(SwitchNews("demo", event_from_json(event)))
             if event.get("step") == "start" and not event.get("rollback"):
                 # Let the journal pane read the failing unit's journal before the rollback moves it on.
                 await settle(pilot, lambda: journal.unit == "sglang-k26@tp4ep2.service" and journal.received > 150)
-        screen.post_message(SwitchFinished("demo", events[-1]))
+        screen.post_message(SwitchNews("demo", result_from_json(events[-1])))
         await settle(pilot, lambda: panel.finished)
         await settle(pilot, lambda: screen.query_one("#journal-pane").unit == "sglang-k26@ep8.service")
 

@@ -11,7 +11,7 @@ import asyncio
 
 from screen_text import screen_text
 
-from console.ui.messages import SwitchEvent, SwitchFinished
+from console.ui.messages import SwitchNews
 from console.ui.screens.confirm import ConfirmSwitch
 from console.ui.screens.picker import LayoutPicker
 from console.ui.widgets.journal_view import JournalView
@@ -52,7 +52,7 @@ async def test_forced_oom_shows_card_highlight_and_rollback(demo_app) -> None:
         panel = screen.query_one(SwitchPanel)
         assert await wait_for(pilot, lambda: panel.finished and not screen.switching, timeout_s=45)
 
-        results = [m.result for m in seen if isinstance(m, SwitchFinished)]
+        results = [m.final.to_json() for m in seen if isinstance(m, SwitchNews) and m.final is not None]
         assert [r["outcome"] for r in results] == ["ready", "failed"]
         failed = results[-1]
         assert failed["layout"] == "TP4 EP2" and failed["forced"] is True
@@ -60,7 +60,7 @@ async def test_forced_oom_shows_card_highlight_and_rollback(demo_app) -> None:
         assert failure["kind"] == "cuda_oom" and failure["tried_bytes"] == 672 * 2**20
         gpu = failure["gpu"]
         assert failed["rollback"]["layout"] == "EP8" and failed["rollback"]["outcome"] == "ready"
-        events = [m.event for m in seen if isinstance(m, SwitchEvent)]
+        events = [m.event.to_json() for m in seen if isinstance(m, SwitchNews) and m.final is None]
         assert any(e["event"] == "step" and e["step"] == "rollback" and e["rollback"] is True for e in events)
 
         text = screen_text(app)

@@ -10,9 +10,11 @@ from textual.widgets import Footer, Header, Input
 
 from console.config import ServiceConfig
 from console.hosts.base import Host
+from console.ops.events import PhaseEvent, SwitchResult
 from console.ui.fetch import fetch_service_view
 from console.ui.keys import bindings, changing_actions, scope_actions
-from console.ui.messages import SwitchEvent, SwitchFinished
+from console.ui.messages import SwitchNews
+from console.ui.reach import ReachesConsole
 from console.ui.widgets.gpu_pane import GpuPane
 from console.ui.widgets.journal_pane import JournalPane, PhaseSeen
 from console.ui.widgets.service_pane import ServicePane, ServiceUpdated, ServiceView
@@ -23,13 +25,13 @@ CHANGING = changing_actions("host")
 JOURNAL = scope_actions("journal")
 
 
-class HostScreen(NotifiesWorkerErrors, Screen[None]):
+class HostScreen(ReachesConsole, NotifiesWorkerErrors, Screen[None]):
     """Everything about one host; its panes own their polls, the screen owns the switch."""
 
     # The journal's keys belong to the screen, as priority bindings: they work whatever widget has
     # focus, and each runs before the next key is dispatched, so `/` then typed text reaches the
     # filter input even when the keys arrive in one burst (tmux send-keys, a paste, a fast typist).
-    BINDINGS = bindings("journal", priority=True) + bindings("host")
+    BINDINGS = bindings("journal", priority=True, via="journal") + bindings("host")
 
     def __init__(self, host: Host) -> None:
         super().__init__(name=f"host:{host.name}")
@@ -43,12 +45,9 @@ class HostScreen(NotifiesWorkerErrors, Screen[None]):
         return self.host.config.services[self.service_index]
 
     def compose(self) -> ComposeResult:
-        app = self.app
-        ui = app.ui_config  # type: ignore[attr-defined]
-        clock = app.clock  # type: ignore[attr-defined]
+        app = self.console
+        ui, clock, audit = app.ui_config, app.clock, app.audit
         host, service = self.host, self.service
-
-        audit = app.audit  # type: ignore[attr-defined]
 
         async def fetch() -> ServiceView:
             gpu_pane = self.query_one(GpuPane)
@@ -64,8 +63,11 @@ class HostScreen(NotifiesWorkerErrors, Screen[None]):
 
     def on_mount(self) -> None:
         self.title = f"serve-console · {self.host.name}"
-        self.sub_title = self.service.name + (" · read-only" if self.app.readonly else "")  # type: ignore[attr-defined]
+        self._set_sub_title()
         self.focus_journal()
+
+    def _set_sub_title(self) -> None:
+        self.sub_title = self.service.name + (" · read-only" if self.console.readonly else "")
 
     def on_screen_resume(self) -> None:
         # A modal (picker, confirmation, help, palette) closed: keys go to the journal again.
@@ -80,9 +82,9 @@ class HostScreen(NotifiesWorkerErrors, Screen[None]):
                 self.set_focus(views.first())
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action in CHANGING and self.app.readonly:  # type: ignore[attr-defined]
+        if action in CHANGING and self.console.readonly:
             return False
-        if action in JOURNAL and isinstance(self.focused, Input):
+        if action == "journal" and isinstance(self.focused, Input):
             return False  # the filter's text input keeps its keys (`/`, `n`, `e` are text there)
         return True
 
@@ -99,36 +101,10 @@ class HostScreen(NotifiesWorkerErrors, Screen[None]):
         if self.last_view is None or event.unit == self.last_view.unit or self.switching:
             self.query_one(ServicePane).set_phase(event.event.phase)
 
-    # -- journal actions (keys on the screen, work done by the pane) ---------------------------------
-    def _journal(self) -> JournalPane:
-        return self.query_one(JournalPane)
-
-    def action_next_finding(self) -> None:
-        self._journal().action_next_finding()
-
-    def action_prev_finding(self) -> None:
-        self._journal().action_prev_finding()
-
-    def action_filter(self) -> None:
-        self._journal().action_filter()
-
-    def action_search(self) -> None:
-        self._journal().action_search()
-
-    def action_next_match(self) -> None:
-        self._journal().action_next_match()
-
-    def action_prev_match(self) -> None:
-        self._journal().action_prev_match()
-
-    def action_copy_line(self) -> None:
-        self._journal().action_copy_line()
-
-    def action_follow(self) -> None:
-        self._journal().action_follow()
-
-    def action_clear_filter(self) -> None:
-        self._journal().action_clear_filter()
+    # -- journal keys (bound on the screen, so they work whatever has focus; the pane does the work) ----
+    def action_journal(self, name: str) -> None:
+        if name in JOURNAL:  # called at once, not queued: the next key of a burst must find its effect
+            getattr(self.query_one(JournalPane), f"action_{name}")()
 
     # -- actions -------------------------------------------------------------------------------------
     def action_back(self) -> None:
@@ -146,7 +122,7 @@ class HostScreen(NotifiesWorkerErrors, Screen[None]):
         if len(self.host.config.services) > 1 and not self.switching:
             self.service_index = (self.service_index + 1) % len(self.host.config.services)
             self.last_view = None
-            self.sub_title = self.service.name + (" · read-only" if self.app.readonly else "")  # type: ignore[attr-defined]
+            self._set_sub_title()
             self.refresh(recompose=True)
             self.call_after_refresh(self.focus_journal)
 
@@ -156,26 +132,23 @@ class HostScreen(NotifiesWorkerErrors, Screen[None]):
         if self.switching:
             self.notify("a switch is running; wait for its result", severity="warning")
             return
-        self.app.push_screen(LayoutPicker(self.host, self.service, self.last_view), self._picked)
+        self.app.push_screen(LayoutPicker(self.host, self.service, self.last_view), self._chosen)
 
     def request_switch(self, layout_name: str) -> None:
         """Open the confirmation for one layout (used by the command palette)."""
         from console.ui.screens.confirm import ConfirmSwitch
 
-        if self.app.refuse_readonly("switch") or self.switching:  # type: ignore[attr-defined]
+        if self.console.refuse_readonly("switch") or self.switching:
             return
-        self.app.push_screen(ConfirmSwitch(self.host, self.service, layout_name, self.last_view), self._confirmed)
+        self.app.push_screen(ConfirmSwitch(self.host, self.service, layout_name, self.last_view), self._chosen)
 
-    def _picked(self, choice: tuple[str, bool] | None) -> None:
-        if choice is not None:
-            self.start_switch(*choice)
-
-    def _confirmed(self, choice: tuple[str, bool] | None) -> None:
+    def _chosen(self, choice: tuple[str, bool] | None) -> None:
+        """The picker's or the confirmation's answer: (layout, forced), or None for no switch."""
         if choice is not None:
             self.start_switch(*choice)
 
     def start_switch(self, layout_name: str, force: bool) -> None:
-        if self.app.refuse_readonly("switch"):  # type: ignore[attr-defined]
+        if self.console.refuse_readonly("switch"):
             return
         layout = self.service.layout(layout_name)
         if layout is None:
@@ -195,9 +168,9 @@ class HostScreen(NotifiesWorkerErrors, Screen[None]):
 
         self.query_one(SwitchPanel).fits_instead = await self.layouts_that_fit(exclude=layout_name)
         result = await run_switch(self.host, self.service, layout_name, force=force,
-                                  post=lambda ev: self.post_message(SwitchEvent(self.host.name, ev)),
-                                  audit=self.app.audit)  # type: ignore[attr-defined]
-        self.post_message(SwitchFinished(self.host.name, result))
+                                  post=lambda ev: self.post_message(SwitchNews(self.host.name, ev)),
+                                  audit=self.console.audit)
+        self.post_message(SwitchNews(self.host.name, result))
 
     async def layouts_that_fit(self, *, exclude: str) -> list[str]:
         """Layouts predicted to fit (for the failure card's "fits instead")."""
@@ -210,39 +183,33 @@ class HostScreen(NotifiesWorkerErrors, Screen[None]):
         return [f"{lc.name} ({fit.verdict})" for lc, fit in fits
                 if fit is not None and fit.verdict in ("fits", "tight") and lc.name != exclude]
 
-    @on(SwitchEvent)
-    def _switch_event(self, message: SwitchEvent) -> None:
+    @on(SwitchNews)
+    def _switch_news(self, message: SwitchNews) -> None:
+        if message.final is not None:
+            self._switch_finished(message.final)
+            return
         panel = self.query_one(SwitchPanel)
         panel.on_switch_event(message.event)
-        unit = panel.unit_to_follow(self.service)
+        unit = panel.unit_to_follow()
         if unit is not None:
             self.query_one(JournalPane).follow_unit(unit)
-        if message.event.get("event") == "phase":
-            try:
-                from console.domain.models import Phase
+        if isinstance(message.event, PhaseEvent):
+            self.query_one(ServicePane).set_phase(message.event.phase)
 
-                self.query_one(ServicePane).set_phase(Phase(message.event.get("phase")))
-            except ValueError:
-                pass
-
-    @on(SwitchFinished)
-    def _switch_finished(self, message: SwitchFinished) -> None:
+    def _switch_finished(self, result: SwitchResult) -> None:
         self.switching = False
         self.query_one(GpuPane).fast = False
-        self.query_one(SwitchPanel).finish(message.result)
+        self.query_one(SwitchPanel).finish(result)
         self.query_one(ServicePane).poll_now()  # health and state as they are now, not before the switch ended
-        outcome = message.result.get("outcome")
-        rollback = message.result.get("rollback") or {}
-        if outcome == "ready":
-            self.notify(f"{message.result.get('layout', '')} READY", timeout=4)
-        elif outcome == "refused":
-            self.notify(message.result.get("reason") or "switch refused", severity="error", timeout=8)
+        if result.outcome == "ready":
+            self.notify(f"{result.layout} READY", timeout=4)
+        elif result.outcome == "refused":
+            self.notify(result.reason or "switch refused", severity="error", timeout=8)
         else:
-            failure = message.result.get("failure") or {}
-            cause = failure.get("summary") or message.result.get("reason") or ""
-            text = f"{message.result.get('layout')} {outcome}: {cause}"
-            if rollback:
-                text += f" · rollback to {rollback.get('layout')}: {str(rollback.get('outcome')).upper()}"
+            cause = result.failure.summary if result.failure is not None else result.reason
+            text = f"{result.layout} {result.outcome}: {cause}"
+            if result.rollback is not None:
+                text += f" · rollback to {result.rollback.layout}: {result.rollback.outcome.upper()}"
             self.notify(text, severity="error", timeout=8)
 
     def action_restart_service(self) -> None:
@@ -252,7 +219,7 @@ class HostScreen(NotifiesWorkerErrors, Screen[None]):
         self._unit_action("stop")
 
     def _unit_action(self, verb: str) -> None:
-        if self.app.refuse_readonly(f"service {verb}") or self.switching:  # type: ignore[attr-defined]
+        if self.console.refuse_readonly(f"service {verb}") or self.switching:
             return
         unit = self.last_view.unit if self.last_view else None
         if unit is None:

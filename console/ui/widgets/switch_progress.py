@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -11,14 +10,23 @@ from textual.containers import Horizontal, Vertical
 from textual.widget import Widget
 from textual.widgets import Label, ProgressBar, Static
 
-from console.config import ServiceConfig
+from console.ops.events import (
+    FindingEvent,
+    PhaseEvent,
+    ProgressEvent,
+    ResultEvent,
+    StateEvent,
+    StepEvent,
+    SwitchEvent,
+    SwitchResult,
+)
 from console.ui.widgets.failure_card import FailureCard
 
 MAX_STEPS_SHOWN = 10
 
 
 class SwitchPanel(Widget):
-    """Fed with the switch's event dicts (`to_json()`); hidden until a switch starts."""
+    """Fed with the switch's typed events; hidden until a switch starts."""
 
     COMPONENT_CLASSES = {"switch--time", "switch--ok", "switch--bad", "switch--step"}
 
@@ -35,7 +43,7 @@ class SwitchPanel(Widget):
         self.fits_instead: list[str] = []
         self._timer = None
         self.host = ""
-        self._final_result: dict[str, Any] = {}
+        self._final_result: SwitchResult | None = None
 
     def compose(self) -> ComposeResult:
         with Horizontal():
@@ -72,77 +80,70 @@ class SwitchPanel(Widget):
     def hide(self) -> None:
         self.add_class("-hidden")
 
-    def finish(self, result: dict[str, Any]) -> None:
+    def finish(self, result: SwitchResult) -> None:
         """The whole switch ended (with its rollback, if any)."""
         self.finished = True
         if self._timer is not None:
             self._timer.stop()
             self._timer = None
-        self.outcome = result.get("outcome")
-        self.set_class(result.get("outcome") != "ready", "-failed")
-        self.set_class(result.get("outcome") == "ready", "-ready")
-        if result.get("outcome") != "ready":
+        self.outcome = result.outcome
+        self.set_class(result.outcome != "ready", "-failed")
+        self.set_class(result.outcome == "ready", "-ready")
+        if result.outcome != "ready":
             self._show_card(result)
         self._final_result = result
         self.border_subtitle = "d hides this panel"
         self._render_status()
 
     # -- events --------------------------------------------------------------------------------------
-    def on_switch_event(self, ev: dict[str, Any]) -> None:
-        kind = ev.get("event")
-        elapsed = ev.get("elapsed_s")
-        # In a result, "rollback" is the nested rollback result, not the flag the other events carry.
-        rollback = ev.get("rollback") is True
-        if kind == "step":
-            step = str(ev.get("step", ""))
-            detail = str(ev.get("detail") or ev.get("unit") or "")
-            if ev.get("unit") and step in ("start", "reset-failed", "watch", "reset_failed"):
-                self.follow_unit = str(ev["unit"])
-            if step == "rollback":
-                self.rolling_back_to = str(ev.get("layout") or "")
-            if step != "watch":  # "watching journal, state and health" is what every start does
-                self._add(elapsed, "ROLLBACK" if step == "rollback" else step, detail, rollback)
-        elif kind == "phase":
-            phase = str(ev.get("phase", "")).replace("_", " ")
-            self._add_phase(elapsed, phase, rollback)
-            if ev.get("phase") == "loading_weights":
+    def on_switch_event(self, ev: SwitchEvent) -> None:
+        elapsed, rollback = ev.elapsed_s, ev.rollback
+        if isinstance(ev, StepEvent):
+            if ev.unit and ev.step in ("start", "reset-failed", "watch", "reset_failed"):
+                self.follow_unit = ev.unit
+            if ev.step == "rollback":
+                self.rolling_back_to = ev.layout
+            if ev.step != "watch":  # "watching journal, state and health" is what every start does
+                self._add(elapsed, "ROLLBACK" if ev.step == "rollback" else ev.step, ev.detail or ev.unit or "",
+                          rollback)
+        elif isinstance(ev, PhaseEvent):
+            self._add_phase(elapsed, ev.phase.value.replace("_", " "), rollback)
+            if ev.phase.value == "loading_weights":
                 self.query_one(ProgressBar).update(progress=0)
-        elif kind == "progress":
-            fraction = float(ev.get("progress") or 0.0)
-            self.query_one(ProgressBar).update(total=100, progress=round(fraction * 100, 1))
-            label = str(ev.get("detail") or "shards")
+        elif isinstance(ev, ProgressEvent):
+            self.query_one(ProgressBar).update(total=100, progress=round(ev.progress * 100, 1))
             self.query_one("#switch-progress-label", Label).update(
-                ("rollback " if rollback else "") + label[:40])
-        elif kind == "finding" and ev.get("fatal", True):
-            rank = f" {ev['rank']}" if ev.get("rank") else ""
+                ("rollback " if rollback else "") + (ev.detail or "shards")[:40])
+        elif isinstance(ev, FindingEvent) and ev.finding is not None and ev.finding.fatal:
+            f = ev.finding
+            rank = f" {f.rank}" if f.rank else ""
             self._add(elapsed, "FAILED" if not rollback else "finding",
-                      f"{ev.get('layout')}: {ev.get('kind')}{rank}: {ev.get('summary', '')}", rollback, bad=True)
+                      f"{ev.layout}: {f.cls.value}{rank}: {f.summary}", rollback, bad=True)
             if not rollback:  # the card shows at once; the rollback then streams beside it
-                self._show_card({"outcome": "failed", "host": self.host, "layout": ev.get("layout"), "failure": ev})
-        elif kind == "state" and ev.get("active") == "failed":
-            self._add(elapsed, "state", f"{ev.get('unit')}: failed, result={ev.get('result')}", rollback, bad=True)
-        elif kind == "result":
-            outcome = str(ev.get("outcome", "")).upper()
-            text = f"{ev.get('layout')}: {outcome}"
-            back = ev.get("rollback") or {}
-            if back:
-                text += f" · rollback to {back.get('layout')}: {str(back.get('outcome', '')).upper()}"
-            elapsed = float(ev.get("elapsed_s") or 0.0) + float(back.get("elapsed_s") or 0.0)
-            final_ok = outcome == "READY" or back.get("outcome") == "ready"
-            self._add(elapsed, "RESULT", text, False, bad=not final_ok, ok=final_ok)
-            if ev.get("outcome") not in ("ready", None):
-                self._show_card(ev)
+                self._show_card(SwitchResult(host=self.host, service="", layout=ev.layout, outcome="failed",
+                                             failure=f))
+        elif isinstance(ev, StateEvent) and ev.state is not None and ev.state.active == "failed":
+            self._add(elapsed, "state", f"{ev.state.unit}: failed, result={ev.state.result}", rollback, bad=True)
+        elif isinstance(ev, ResultEvent) and ev.result is not None:
+            result, back = ev.result, ev.result.rollback
+            text = f"{result.layout}: {result.outcome.upper()}"
+            if back is not None:
+                text += f" · rollback to {back.layout}: {back.outcome.upper()}"
+            final_ok = result.outcome == "ready" or (back is not None and back.outcome == "ready")
+            self._add(_total_elapsed(result), "RESULT", text, False, bad=not final_ok, ok=final_ok)
+            if result.outcome != "ready":
+                self._show_card(result)
         self._render_status()
 
-    def unit_to_follow(self, service: ServiceConfig) -> str | None:
+    def unit_to_follow(self) -> str | None:
         return self.follow_unit
 
-    def _show_card(self, result: dict[str, Any]) -> None:
-        if result.get("failure") or result.get("outcome") in ("failed", "timeout", "refused"):
+    def _show_card(self, result: SwitchResult) -> None:
+        if result.failure is not None or result.outcome in ("failed", "timeout", "refused"):
             self.query_one(FailureCard).show_failure(result, self.fits_instead)
 
     # -- rendering -----------------------------------------------------------------------------------
-    def _add(self, elapsed: Any, what: str, detail: str, rollback: bool, *, bad: bool = False,
+    def _add(self, elapsed: float | None, what: str, detail: str, rollback: bool, *, bad: bool = False,
              ok: bool = False) -> None:
         if rollback and what != "ROLLBACK":
             what = "↺ " + what  # the rollback's own steps, marked as such
@@ -153,7 +154,7 @@ class SwitchPanel(Widget):
         self.steps.append(step)
         self._render_steps()
 
-    def _add_phase(self, elapsed: Any, phase: str, rollback: bool) -> None:
+    def _add_phase(self, elapsed: float | None, phase: str, rollback: bool) -> None:
         """Phases of one start share a line, so the steps that tell the story stay in view."""
         what = "↺ phases" if rollback else "phases"
         if self.steps and self.steps[-1][1] == what:
@@ -184,20 +185,24 @@ class SwitchPanel(Widget):
             return
         s = self.get_component_rich_style
         out = Text()
-        if self.finished:
+        if self.finished and self._final_result is not None:
             result = self._final_result
-            elapsed = float(result.get("elapsed_s") or 0.0) + float((result.get("rollback") or {}).get("elapsed_s") or 0.0)
-            out.append(f"{elapsed:.1f}s  ")
-            if result.get("outcome") == "ready":
-                out.append(f"READY {result.get('layout')}", style=s("switch--ok"))
+            out.append(f"{_total_elapsed(result):.1f}s  ")
+            if result.outcome == "ready":
+                out.append(f"READY {result.layout}", style=s("switch--ok"))
             else:
-                out.append(f"{str(result.get('outcome')).upper()} {result.get('layout')}", style=s("switch--bad"))
-                rollback = result.get("rollback")
-                if rollback:
-                    tone = "switch--ok" if rollback.get("outcome") == "ready" else "switch--bad"
+                out.append(f"{result.outcome.upper()} {result.layout}", style=s("switch--bad"))
+                back = result.rollback
+                if back is not None:
+                    tone = "switch--ok" if back.outcome == "ready" else "switch--bad"
                     out.append(" · rollback ")
-                    out.append(f"{rollback.get('layout')} {str(rollback.get('outcome')).upper()}", style=s(tone))
+                    out.append(f"{back.layout} {back.outcome.upper()}", style=s(tone))
         else:
             doing = f"rolling back to {self.rolling_back_to}" if self.rolling_back_to else f"switching to {self.target}"
             out.append(f"elapsed {max(0.0, self.clock() - self.started_at):.1f}s  {doing}…")
         self.query_one("#switch-status", Static).update(out)
+
+
+def _total_elapsed(result: SwitchResult) -> float:
+    """The switch's time with its rollback's."""
+    return result.elapsed_s + (result.rollback.elapsed_s if result.rollback is not None else 0.0)

@@ -104,7 +104,7 @@ class SimEngine:
                 startup.set_util(min(60 + 9 * running, 90), 99)
             startup.sync_ledger()
 
-        generator = Generator(self.args.layout, self.clock, self.log, startup.ranks[0], metrics,
+        generator = Generator(self.args.layout, self.log, startup.ranks[0], metrics,
                               report.max_total_num_tokens, on_load)
         http = EngineHttp(served_name=self.args.served_model_name, model_path=self.args.model_path,
                           context_len=report.context_len, generator=generator, metrics=metrics, log=self.log)

@@ -9,13 +9,13 @@ per stage. Per-request speed at concurrency c is r1 / (1 + (c - 1) r1 / A), whic
 
 from __future__ import annotations
 
+import asyncio
 import math
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable
 
 from console.domain.layout import Layout
-from console.sim.clock import SimClock
 from console.sim.logfmt import EngineLog, Rank
 from console.sim.metrics import Metrics
 
@@ -23,6 +23,7 @@ TP8_RATE, PP8_RATE, EP8_RATE = 26.3, 36.9, 65.3
 TP8_CEILING, PP8_CEILING, EP8_CEILING = 808.0, 396.0, 961.0
 PREFILL_TOKENS_PER_S = 6000.0
 DECODE_LOG_INTERVAL = 40
+MAX_LAG_S = 0.05
 
 _WORDS = (
     "The", "cluster", "serves", "tokens", "from", "eight", "GPUs", ",", "and", "each", "layer", "moves",
@@ -69,6 +70,14 @@ def per_request_rate(layout: Layout, running: int) -> float:
     return r1 / (1 + (max(running, 1) - 1) * r1 / ceiling)
 
 
+async def _sleep_until(due: float) -> float:
+    """Sleep until monotonic time `due`; return the time it woke."""
+    delay = due - time.monotonic()
+    if delay > 0:
+        await asyncio.sleep(delay)
+    return time.monotonic()
+
+
 def token_text(i: int) -> str:
     """The i-th generated token's text (a fixed, readable word stream)."""
     word = _WORDS[i % len(_WORDS)]
@@ -83,9 +92,9 @@ def count_prompt_tokens(text: str) -> int:
 class Generator:
     """Runs requests at the layout's pace and writes SGLang's batch log lines."""
 
-    def __init__(self, layout: Layout, clock: SimClock, log: EngineLog, rank0: Rank, metrics: Metrics,
+    def __init__(self, layout: Layout, log: EngineLog, rank0: Rank, metrics: Metrics,
                  max_total_tokens: int, on_load: Callable[[int], None]) -> None:
-        self.layout, self.clock, self.log, self.rank0 = layout, clock, log, rank0
+        self.layout, self.log, self.rank0 = layout, log, rank0
         self.metrics = metrics
         self.max_total_tokens = max(max_total_tokens, 1)
         self.on_load = on_load
@@ -109,11 +118,15 @@ class Generator:
         self.on_load(self.running)
         produced, first_at, last_at = 0, None, start
         try:
-            await self.clock.sleep(0.03 + prompt_tokens / PREFILL_TOKENS_PER_S)
+            # Real seconds, whatever the time scale (that one speeds up start-up only), so a probe of the
+            # demo measures the seed's rates. Each token is due at the previous one's due time plus a
+            # step: a late wake-up (a loaded CPU) then costs one token its time, never the rate.
+            due = start + 0.03 + prompt_tokens / PREFILL_TOKENS_PER_S
             for i in range(max_tokens):
                 if i:
-                    await self.clock.sleep(1.0 / per_request_rate(self.layout, self.running))
-                now = time.monotonic()
+                    due += 1.0 / per_request_rate(self.layout, self.running)
+                now = await _sleep_until(due)
+                due = max(due, now - MAX_LAG_S)  # after a long stall, resume the pace instead of bursting
                 if first_at is None:
                     first_at = now
                     self.metrics.observe_ttft(now - start)

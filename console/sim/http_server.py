@@ -2,7 +2,9 @@
 
 `/v1/models` and `/get_model_info` answer as soon as the server listens; `/health` and
 `/health_generate` answer 503 until the warm-up generation has succeeded, then 200. Completions stream
-as server-sent events (`data: {...}` chunks, then `data: [DONE]`). Access lines look like uvicorn's.
+as server-sent events (`data: {...}` chunks, then `data: [DONE]`), one token a chunk at the layout's real
+speed, with the usage in a last chunk when `stream_options.include_usage` asks. Access lines look like
+uvicorn's.
 """
 
 from __future__ import annotations
@@ -201,25 +203,31 @@ class EngineHttp:
         await response.prepare(request)
         chunk_kind = "chat.completion.chunk" if chat else "text_completion"
 
-        async def send(choice: dict[str, Any], extra: dict[str, Any] | None = None) -> None:
+        async def send(choice: dict[str, Any]) -> None:
             doc = {"id": rid, "object": chunk_kind, "created": created, "model": model, "choices": [choice]}
-            doc.update(extra or {})
             await response.write(f"data: {json.dumps(doc)}\n\n".encode())
 
-        first = True
+        # As SGLang streams: a chat stream opens with a role-only chunk (empty content); the last token's
+        # chunk carries finish_reason; with stream_options.include_usage a last chunk has no choices
+        # and the usage.
+        if chat:
+            await send({"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None,
+                        "finish_reason": None})
+        sent = 0
         async with self._tokens(prompt_tokens, max_tokens) as tokens:
             async for token in tokens:
+                sent += 1
+                finish = "length" if sent == max_tokens else None
                 if chat:
-                    delta = {"role": "assistant", "content": token} if first else {"content": token}
-                    await send({"index": 0, "delta": delta, "logprobs": None, "finish_reason": None})
+                    await send({"index": 0, "delta": {"content": token}, "logprobs": None,
+                                "finish_reason": finish})
                 else:
-                    await send({"index": 0, "text": token, "logprobs": None, "finish_reason": None})
-                first = False
-        end = {"index": 0, "logprobs": None, "finish_reason": "length"}
-        end.update({"delta": {}} if chat else {"text": ""})
+                    await send({"index": 0, "text": token, "logprobs": None, "finish_reason": finish})
         options = body.get("stream_options")
-        include_usage = isinstance(options, dict) and bool(options.get("include_usage"))
-        await send(end, {"usage": usage} if include_usage else None)
+        if isinstance(options, dict) and options.get("include_usage"):
+            doc = {"id": rid, "object": chunk_kind, "created": created, "model": model, "choices": [],
+                   "usage": usage}
+            await response.write(f"data: {json.dumps(doc)}\n\n".encode())
         await response.write(b"data: [DONE]\n\n")
         await response.write_eof()
         return response

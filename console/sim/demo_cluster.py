@@ -1,43 +1,131 @@
 """The packaged demo cluster, ready to run on this machine.
 
-The demo's services listen on fixed loopback ports (30000, as SGLang does). When another program (or
-another demo) already holds one, the demo moves that service to a free port instead of failing with
-`address already in use`. Only the packaged demo is ever rewritten, never a user's hosts.toml.
+The demo's services listen on fixed loopback ports (30000, as SGLang does). Each demo reserves its
+ports for as long as it runs, with a lock file per port that every demo on the machine shares: a
+port only looks free while a switch has stopped one engine and the next has not bound it yet (SGLang
+binds after loading), so a second demo started then would take it and the first one's rollback would
+die on `address already in use`. A port another demo reserved, or another program holds, moves the
+service to the next one free. Only the packaged demo is ever rewritten, never a user's hosts.toml.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import fcntl
+import functools
+import os
 import socket
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 from console.config import ConsoleConfig, HostConfig, ServiceConfig, demo_config_path, load_config
 
+#: Overrides where the per-port lock files live (tests keep theirs apart from a running demo's).
+PORT_LOCK_DIR_ENV = "SERVE_CONSOLE_PORT_LOCK_DIR"
+#: How many ports after the configured one a moved service tries before asking the OS for any.
+NEXT_PORTS = 50
 
-def load_demo_config() -> tuple[ConsoleConfig, list[str]]:
-    """The demo cluster, with every busy service port moved to a free one.
+#: Lock files of the ports this process reserved; closing one releases it (so does exiting).
+_held: dict[int, int] = {}
+
+#: Says whether a busy configured port is held by the demo's own unit (run from the shared state).
+OwnsPort = Callable[[HostConfig, ServiceConfig], bool]
+
+
+def load_demo_config(owns_busy_port: OwnsPort | None = None) -> tuple[ConsoleConfig, list[str]]:
+    """The demo cluster, each service on a port reserved for this process.
+
+    Args:
+        owns_busy_port: for a configured port that is busy but not reserved by another demo, whether
+            the demo's own engine holds it (one a headless `switch` started from the shared state); such
+            a port is kept. Without it, every busy port moves.
 
     Returns:
         The config, and one line per moved service saying where it went.
     """
     config = load_config(demo_config_path())
+    release_demo_ports()  # one demo per process: a second load starts afresh
     notes: list[str] = []
-    hosts = tuple(_with_free_ports(host, notes) for host in config.hosts)
+    owns = owns_busy_port or (lambda _h, _s: False)
+    hosts = tuple(_with_reserved_ports(host, notes, owns) for host in config.hosts)
     return dataclasses.replace(config, hosts=hosts), notes
 
 
-def _with_free_ports(host: HostConfig, notes: list[str]) -> HostConfig:
+def release_demo_ports() -> None:
+    """Give back every port this process reserved (a demo that ends; tests between cases)."""
+    for fd in _held.values():
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    _held.clear()
+
+
+def _with_reserved_ports(host: HostConfig, notes: list[str], owns: OwnsPort) -> HostConfig:
     services: list[ServiceConfig] = []
     for service in host.services:
         url = urlsplit(service.url)
         address, port = url.hostname or "127.0.0.1", url.port
-        if port is not None and _port_busy(address, port):
-            free = _free_port(address)
-            netloc = f"{address}:{free}"
-            service = dataclasses.replace(service, url=urlunsplit(url._replace(netloc=netloc)))
-            notes.append(f"{host.name}/{service.name}: port {port} is in use here; the demo serves on {free}")
+        if port is None:
+            services.append(service)
+            continue
+        why = _unavailable(address, port, functools.partial(owns, host, service))
+        if why is not None:
+            free = _reserve_another(address, port)
+            service = dataclasses.replace(service, url=urlunsplit(url._replace(netloc=f"{address}:{free}")))
+            notes.append(f"{host.name}/{service.name}: port {port} {why}; the demo serves on {free}")
         services.append(service)
     return dataclasses.replace(host, services=tuple(services))
+
+
+def _unavailable(address: str, port: int, owned: Callable[[], bool]) -> str | None:
+    """None once `port` is reserved for this process, else why it cannot be."""
+    if port in _held:
+        return None
+    fd = _lock(port)
+    if fd is None:
+        return "is another demo's on this machine"
+    if _port_busy(address, port) and not owned():
+        os.close(fd)
+        return "is in use here"
+    _held[port] = fd
+    return None
+
+
+def _reserve_another(address: str, port: int) -> int:
+    for candidate in range(port + 1, min(port + 1 + NEXT_PORTS, 65536)):
+        if candidate not in _held and _unavailable(address, candidate, lambda: False) is None:
+            return candidate
+    while True:  # every nearby port taken: any free one the OS gives that no other demo reserved
+        candidate = _free_port(address)
+        if _unavailable(address, candidate, lambda: False) is None:
+            return candidate
+
+
+def _lock_dir() -> Path:
+    override = os.environ.get(PORT_LOCK_DIR_ENV)
+    path = Path(override) if override else Path(tempfile.gettempdir()) / "serve-console-demo-ports"
+    if not path.is_dir():
+        path.mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(OSError):  # shared by every user's demos, like /tmp itself
+            path.chmod(0o1777)
+    return path
+
+
+def _lock(port: int) -> int | None:
+    """An open, flock-held lock file for `port`, or None while another process holds it."""
+    path = _lock_dir() / f"port-{port}.lock"
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CREAT, 0o666)
+    except OSError:
+        return None  # another user's file we may not open: theirs
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
 
 
 def _port_busy(address: str, port: int) -> bool:

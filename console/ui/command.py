@@ -31,13 +31,50 @@ def tui_config(args: argparse.Namespace):
     if args.demo:
         from console.sim.demo_cluster import load_demo_config
 
-        return load_demo_config()
+        return load_demo_config(owns_busy_port=_shared_demo_serves)
     return load_config(args.config), []
+
+
+def _shared_demo_serves(host_cfg, service) -> bool:
+    """Whether a unit of `service` runs in the shared demo state (a headless `switch` from the repo)."""
+    import asyncio
+
+    from console.factory import open_host
+    from console.ops.status import unit_states
+
+    async def check() -> bool:
+        host = open_host(host_cfg)
+        try:
+            return any(s.is_running for s in await unit_states(host, service))
+        finally:
+            await host.close()
+
+    try:
+        return asyncio.run(check())
+    except Exception:  # a state dir that cannot be read shares nothing
+        return False
+
+
+def demo_state_root(config, stack: contextlib.ExitStack) -> Path | None:
+    """Where a demo keeps its units: None (the user's state dir) for the shared demo, else a temp dir.
+
+    The demo that kept the packaged ports is the one the repo's hosts.toml describes (a host named
+    demo on port 30000, in the user's state dir), so `status`, `switch`, `tail` and `stop` from the repo
+    reach its units. A demo moved to other ports runs apart, in a state dir of its own.
+    """
+    from console.config import demo_config_path, load_config
+    from console.hosts.state_dir import STATE_DIR_ENV
+
+    if os.environ.get(STATE_DIR_ENV):
+        return None
+    packaged = {(h.name, s.name): s.url for h in load_config(demo_config_path()).hosts for s in h.services}
+    if all(packaged.get((h.name, s.name)) == s.url for h in config.hosts for s in h.services):
+        return None
+    return Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="serve-console-demo-")))
 
 
 def run(args: argparse.Namespace) -> int:
     from console.errors import UsageError
-    from console.hosts.state_dir import STATE_DIR_ENV
     from console.ui.themes import theme_names
 
     config, notes = tui_config(args)
@@ -46,10 +83,7 @@ def run(args: argparse.Namespace) -> int:
     if not config.hosts:
         raise UsageError(f"{config.path}: no hosts configured")
     with contextlib.ExitStack() as stack:
-        state_root = None
-        if args.demo and not os.environ.get(STATE_DIR_ENV):
-            # Like `serve-console demo`: the demo's units and audit live in a temporary state dir.
-            state_root = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="serve-console-demo-")))
+        state_root = demo_state_root(config, stack) if args.demo else None
         return _run_app(args, config, state_root, notes)
 
 

@@ -1,28 +1,106 @@
-"""The packaged demo moves a service off a port that something else holds, and says so."""
+"""The packaged demo reserves its ports for as long as it runs; a busy or reserved one moves, and says so."""
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import socket
+import subprocess
+import sys
+from pathlib import Path
 from urllib.parse import urlsplit
 
+import pytest
+
 from console.config import demo_config_path, load_config
-from console.sim.demo_cluster import load_demo_config
+from console.sim.demo_cluster import PORT_LOCK_DIR_ENV, load_demo_config, release_demo_ports
+
+
+@pytest.fixture(autouse=True)
+def own_lock_dir(tmp_path, monkeypatch):
+    """Locks apart from any demo running on this machine; every reservation given back after."""
+    monkeypatch.setenv(PORT_LOCK_DIR_ENV, str(tmp_path / "locks"))
+    yield
+    release_demo_ports()
+
+
+def _packaged() -> tuple[str, int]:
+    url = urlsplit(load_config(demo_config_path()).hosts[0].services[0].url)
+    return url.hostname, url.port
+
+
+def _port(config) -> int:
+    return urlsplit(config.hosts[0].services[0].url).port
 
 
 def test_busy_demo_port_moves_to_a_free_one() -> None:
-    packaged = urlsplit(load_config(demo_config_path()).hosts[0].services[0].url)
+    address, port = _packaged()
     with socket.socket() as holder:
         holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a port in TIME_WAIT is not held
-        try:
-            holder.bind((packaged.hostname, packaged.port))
-        except OSError:
-            pass  # already held by another program: the point of the feature
-        else:
+        with contextlib.suppress(OSError):  # already held by another program: the point of the feature
+            holder.bind((address, port))
             holder.listen()
         config, notes = load_demo_config()
         moved = urlsplit(config.hosts[0].services[0].url)
-        assert moved.hostname == packaged.hostname
-        assert moved.port != packaged.port
-        assert len(notes) == 1 and f"port {packaged.port} is in use" in notes[0]
+        assert moved.hostname == address and moved.port != port
+        assert len(notes) == 1 and f"port {port} is in use" in notes[0]
         with socket.socket() as probe:  # the new port is really free
             probe.bind((moved.hostname, moved.port))
+
+
+def test_a_busy_port_the_demos_own_engine_holds_is_kept() -> None:
+    address, port = _packaged()
+    with socket.socket() as holder:
+        holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        with contextlib.suppress(OSError):
+            holder.bind((address, port))
+            holder.listen()
+        seen = []
+        config, notes = load_demo_config(owns_busy_port=lambda h, s: seen.append((h.name, s.name)) or True)
+    assert (_port(config), notes) == (port, [])
+    assert seen == [("demo", "kimi-k2.6")]
+
+
+_HOLDER = """
+import sys
+from urllib.parse import urlsplit
+from console.sim.demo_cluster import load_demo_config
+config, _ = load_demo_config()
+print(urlsplit(config.hosts[0].services[0].url).port, flush=True)
+sys.stdin.readline()
+"""
+
+
+def test_a_port_another_demo_reserved_is_never_taken_even_while_nothing_listens(tmp_path: Path) -> None:
+    # The first demo is between stopping one engine and the next binding: its port looks free.
+    first = subprocess.Popen(
+        [sys.executable, "-c", _HOLDER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        first_port = int(first.stdout.readline())
+        _, port = _packaged()
+        config, notes = load_demo_config()
+        assert _port(config) != first_port
+        if first_port == port:
+            assert len(notes) == 1 and f"port {port} is another demo's on this machine" in notes[0]
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", first_port))  # nobody listens there: the reservation did it
+    finally:
+        first.communicate("\n", timeout=30)
+    release_demo_ports()
+    again, _ = load_demo_config()  # once the first demo has gone, its port is free to take again
+    assert _port(again) == first_port
+
+
+def test_the_demo_that_kept_the_packaged_ports_shares_the_users_state(monkeypatch) -> None:
+    from console.hosts.state_dir import STATE_DIR_ENV
+    from console.ui.command import demo_state_root
+
+    monkeypatch.delenv(STATE_DIR_ENV)
+    packaged = load_config(demo_config_path())
+    service = dataclasses.replace(packaged.hosts[0].services[0], url="http://127.0.0.1:30001")
+    moved = dataclasses.replace(packaged, hosts=(dataclasses.replace(packaged.hosts[0], services=(service,)),))
+    with contextlib.ExitStack() as stack:
+        assert demo_state_root(packaged, stack) is None  # the user's state dir, as hosts.toml's demo host
+        apart = demo_state_root(moved, stack)
+        assert apart is not None and apart.is_dir() and apart.name.startswith("serve-console-demo-")

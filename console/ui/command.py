@@ -5,11 +5,23 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import sys
 import tempfile
 from pathlib import Path
 
 #: Set to 1 to open the demo without bringing its first layout up (tests start from a bare host).
 NO_START_ENV = "SERVE_CONSOLE_DEMO_NO_START"
+
+
+#: The streams the TUI reads keys from and draws on (Textual draws on stderr).
+STREAMS = (("stdin", lambda: sys.stdin), ("stdout", lambda: sys.stdout), ("stderr", lambda: sys.stderr))
+
+
+def _isatty(stream) -> bool:
+    try:
+        return stream is not None and stream.isatty()
+    except (AttributeError, ValueError):  # closed or replaced by something that is no file
+        return False
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -82,6 +94,14 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"unknown theme {args.theme!r}; choose from {', '.join(theme_names())}")
     if not config.hosts:
         raise UsageError(f"{config.path}: no hosts configured")
+    not_a_terminal = [name for name, stream in STREAMS if not _isatty(stream())]
+    if not_a_terminal:
+        names = " and ".join(", ".join(not_a_terminal).rsplit(", ", 1))
+        verb = "is" if len(not_a_terminal) == 1 else "are"
+        raise UsageError(
+            f"the console needs a terminal, and {names} {verb} not one; "
+            "without one, use `serve-console status` and `serve-console tail`"
+        )
     with contextlib.ExitStack() as stack:
         state_root = demo_state_root(config, stack) if args.demo else None
         return _run_app(args, config, state_root, notes)

@@ -113,3 +113,41 @@ def test_a_users_theme_overrides_and_extends_the_shipped_ones(tmp_path) -> None:
     themes = load_themes(CHECKOUT_THEMES, tmp_path)
     assert themes["dark"].primary == "#ff0000"
     assert {"sepia", "light", "high-contrast"} <= set(themes)
+
+
+def _console(stdin, stdout, stderr):
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "console", "--demo"], stdin=stdin, stdout=stdout,
+                          stderr=stderr, timeout=60)
+
+
+def test_without_a_terminal_the_tui_exits_2_pointing_to_status_and_tail() -> None:
+    import subprocess
+
+    proc = _console(subprocess.DEVNULL, subprocess.PIPE, subprocess.PIPE)
+    err = proc.stderr.decode()
+    assert proc.returncode == 2 and proc.stdout == b""
+    assert err.count("\n") == 1 and "stdin, stdout and stderr are not one" in err
+    assert "serve-console status" in err and "serve-console tail" in err
+
+
+def test_stdout_piped_from_a_terminal_exits_at_once() -> None:
+    """`serve-console --demo | head`: keys and drawing have a terminal, stdout does not; no hang."""
+    import os
+    import pty
+    import subprocess
+
+    master, slave = pty.openpty()
+    try:
+        proc = _console(slave, subprocess.PIPE, slave)
+        os.close(slave)
+        slave = -1
+        err = os.read(master, 4096).decode()
+    finally:
+        os.close(master)
+        if slave >= 0:
+            os.close(slave)
+    assert proc.returncode == 2 and proc.stdout == b""
+    assert "and stdout is not one" in err and "serve-console status" in err

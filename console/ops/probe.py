@@ -1,0 +1,154 @@
+"""Probe a running service: the serving benchmark, against its engine once it is READY.
+
+The engine is reached the way its health probe reaches it: directly at the service's URL, or through
+the host's SSH port forward when `health_via = "ssh"`. A probe loads a production server, so callers
+check read-only first (`require_writable`).
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit, urlunsplit
+
+import aiohttp
+
+from console.config import ConsoleConfig, ServiceConfig
+from console.errors import ConsoleError
+from console.ops.probe_client import ProbeClient
+from console.ops.probe_load import ProbeOptions, ProgressSink, build_prompts, run_level, warm_up
+from console.ops.probe_metrics import ProbeSummary
+from console.ops.status import running_layout, unit_states
+
+if TYPE_CHECKING:
+    from console.hosts.base import Host
+    from console.ops.audit import AuditLog
+    from console.ops.results_store import ResultsStore
+
+
+class ProbeRefused(ConsoleError):
+    """The probe cannot run: read-only, nothing ready to probe, or the server will not answer."""
+
+
+def require_writable(config: ConsoleConfig | None, readonly_flag: bool, what: str) -> None:
+    """Refuse an action under read-only (`--readonly`, or `[ui] readonly = true` in hosts.toml).
+
+    Raises:
+        ProbeRefused: read-only holds.
+    """
+    try:  # the shared guard, where the console has one
+        from console.ops.guard import require_writable as shared_guard  # type: ignore[import-not-found]
+    except ImportError:
+        shared_guard = None
+    if shared_guard is not None:
+        shared_guard(config, readonly_flag, what)
+        return
+    if readonly_flag or (config is not None and config.ui.readonly):
+        raise ProbeRefused(f"read-only: {what} loads or changes a server; refused")
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeResult:
+    """One level of one probe, with what was probed."""
+
+    host: str
+    service: str
+    layout: str | None
+    engine: str
+    model: str
+    summary: ProbeSummary
+    taken_at: float
+
+    def to_json(self) -> dict[str, Any]:
+        """The `probe --json` line: who and what, then vLLM's result keys."""
+        return {"event": "probe", "host": self.host, "service": self.service, "layout": self.layout,
+                "engine": self.engine, "model": self.model, **self.summary.to_json(),
+                "taken_at": round(self.taken_at, 3)}
+
+
+async def service_base_url(host: Host, service: ServiceConfig) -> str:
+    """The engine's base URL as this console reaches it (the health probe's forward, if it has one)."""
+    probe = host.probes.get(service.name)
+    forward = getattr(probe, "forward", None)
+    if forward is None:
+        return service.url.rstrip("/")
+    port = await forward.local_port()
+    parts = urlsplit(service.url)
+    return urlunsplit((parts.scheme, f"127.0.0.1:{port}", parts.path, "", "")).rstrip("/")
+
+
+async def probe_target(host: Host, service: ServiceConfig, audit: AuditLog | None) -> str | None:
+    """The running layout's name, once its health probe says ready.
+
+    Raises:
+        ProbeRefused: nothing runs, or it is not ready.
+    """
+    states = await unit_states(host, service)
+    unit, layout = running_layout(host.name, service, states, audit)
+    if unit is None:
+        raise ProbeRefused(f"{host.name}/{service.name}: no layout is running; nothing to probe")
+    probe = host.probes.get(service.name)
+    sample = await probe.probe() if probe is not None else None
+    if sample is None or sample.status != "ready":
+        said = sample.error or f"HTTP {sample.http_status}" if sample else "no health probe"
+        raise ProbeRefused(f"{host.name}/{service.name}: {unit} is not ready ({said}); probe after READY")
+    return layout
+
+
+ResultSink = Callable[[ProbeResult], None]
+LevelProgress = Callable[[int | None, int, int, int, float], None]
+"""(concurrency, requests done, requests in the level, output tokens so far, seconds)."""
+
+
+async def probe_service(
+    host: Host,
+    service: ServiceConfig,
+    options: ProbeOptions,
+    *,
+    audit: AuditLog | None = None,
+    store: ResultsStore | None = None,
+    explore_id: int | None = None,
+    layout: str | None = None,
+    on_result: ResultSink | None = None,
+    on_progress: LevelProgress | None = None,
+) -> list[ProbeResult]:
+    """Warm up, then run each level of `options` against the service; record and report each level.
+
+    Raises:
+        ProbeRefused: the service is not ready, or its server does not answer `/v1/models`.
+        WarmupFailed: every warm-up request failed.
+        UsageError: the dataset cannot be used.
+    """
+    if layout is None:
+        layout = await probe_target(host, service, audit)
+    base = await service_base_url(host, service)
+    limit = max(options.concurrency) if options.request_rate is None else (options.max_concurrency or 0)
+    results: list[ProbeResult] = []
+    async with ProbeClient(base, endpoint=options.endpoint, limit=limit,
+                           request_timeout_s=options.request_timeout_s) as client:
+        try:
+            client.model = await client.served_model()
+        except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
+            raise ProbeRefused(f"{host.name}/{service.name}: {base}/v1/models did not answer: "
+                               f"{str(exc) or type(exc).__name__}") from None
+        await warm_up(client, options)
+        for concurrency, rate in options.levels():
+            sink: ProgressSink | None = None
+            if on_progress is not None:
+                sink = functools.partial(on_progress, concurrency)
+            prompts = build_prompts(options, options.prompt_count(concurrency))
+            summary = await run_level(client, prompts, concurrency=concurrency, request_rate=rate,
+                                      seed=options.seed, max_duration_s=options.max_duration_s,
+                                      on_progress=sink)
+            result = ProbeResult(host=host.name, service=service.name, layout=layout,
+                                 engine=service.engine.value, model=client.model, summary=summary,
+                                 taken_at=time.time())
+            if store is not None:
+                store.add_probe(result, options, explore_id=explore_id)
+            if on_result is not None:
+                on_result(result)
+            results.append(result)
+    return results

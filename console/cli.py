@@ -25,6 +25,7 @@ COMMANDS = {
     "demo": "console.commands.demo",
     "fit": "console.commands.fit",
     "triage": "console.commands.triage",
+    "probe": "console.commands.probe",
 }
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import posixpath
 import re
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -19,6 +20,7 @@ from console.config.model import (
 )
 from console.domain.layout import Layout, LayoutError, check_layout, parse_layout
 from console.domain.layout_parse import MAX_PARALLEL_SIZE
+from console.domain.model_spec import ConfigTooLarge, read_model_config_bytes
 from console.domain.models import Engine
 
 SERVICE_KEYS = (
@@ -47,11 +49,18 @@ UNIT_NAME = re.compile(rf"(?!-){_UNIT_CHARS}+(?:@{_UNIT_CHARS}+)?\.service")
 TEMPLATE_NAME = re.compile(rf"(?!-){_UNIT_CHARS}+@\.service")
 UNIT_NAME_MAX = 255
 LAYOUT_NAME_MAX = 80
-# Names end up on the operator's terminal: no control characters (escape sequences) in them.
-DISPLAY_TEXT = re.compile(r"[^\x00-\x1f\x7f]+")
+# Names end up on the operator's terminal: no C0/C1 controls (escape sequences), no bidi controls, no
+# line or paragraph separators in them.
+DISPLAY_TEXT = re.compile(r"[^\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029]+")
+# A layout name is written into env files and drop-ins and typed on command lines: a strict grammar,
+# with no quote, backslash, `%` (a systemd specifier) or `$` (a variable) that could change its meaning.
+LAYOUT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9 _.,:+()/-]*")
+LAYOUT_NAME_GRAMMAR = "letters, digits, spaces and _ . , : + ( ) / -, starting with a letter or digit"
 ENV_VAR_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # An absolute POSIX path on the GPU host, one line, no NUL.
 ABSOLUTE_PATH = re.compile(r"/[^\x00-\x1f\x7f]*")
+#: Top-level directories an env file may never be in (kernel interfaces and devices).
+FORBIDDEN_ROOTS = ("proc", "sys", "dev")
 
 #: Which service-level keys each mapping needs (and, by omission, refuses).
 _MAPPING_KEYS = {
@@ -100,6 +109,21 @@ def base_url(table: Table, key: str) -> str:
     return value.rstrip("/")
 
 
+def env_file_path(table: Table, key: str) -> str | None:
+    """The env file's path on the host, checked at load so that a switch never stops a unit and then
+    refuses its file: absolute, normalised (no `.`, `..`, `//` or trailing `/`), and not under /proc,
+    /sys or /dev."""
+    value = table.text(key, pattern=ABSOLUTE_PATH, describe="an absolute path on the host")
+    if value is None:
+        return None
+    parts = value.split("/")[1:]
+    if posixpath.normpath(value) != value or any(p in ("", ".", "..") for p in parts):
+        raise table.error(key, f"{shown(value)} is not a normalised absolute file path (no ., .. or //)")
+    if parts[0] in FORBIDDEN_ROOTS:
+        raise table.error(key, f"{shown(value)}: the console does not write under /{parts[0]}")
+    return value
+
+
 def model_config_file(table: Table, key: str, base_dir: Path) -> Path | None:
     """A readable JSON object file (a model's config.json), relative to the config file's directory."""
     value = table.text(key)
@@ -109,7 +133,9 @@ def model_config_file(table: Table, key: str, base_dir: Path) -> Path | None:
         raise table.error(key, f"not a file path: {shown(value)}")
     path = (base_dir / Path(value).expanduser()).resolve()
     try:
-        data = json.loads(path.read_bytes())
+        data = json.loads(read_model_config_bytes(path))
+    except ConfigTooLarge as exc:
+        raise table.error(key, f"{shown(str(path))} is {exc}") from None
     except OSError as exc:
         reason = exc.strerror or type(exc).__name__
         raise table.error(key, f"cannot read {shown(str(path))}: {reason}") from None
@@ -131,7 +157,7 @@ def parse_service(table: Table, name: str, base_dir: Path, *, sim_host: bool) ->
             raise table.error(key, f"not used with mapping = {mapping!r}")
     for key in _MAPPING_KEYS[mapping]:
         table.require(key, f" for mapping = {mapping!r}")
-    env_file = table.text("env_file", pattern=ABSOLUTE_PATH, describe="an absolute path on the host")
+    env_file = env_file_path(table, "env_file")
     model_config = model_config_file(table, "model_config", base_dir)
     if sim_host and model_config is None:
         table.require("model_config", " on a sim host (the simulated engine loads it)")
@@ -182,9 +208,9 @@ def parse_layouts(table: Table, engine: Engine, mapping: str) -> tuple[LayoutCon
                                    engine, mapping)
         else:
             raise table.error("layouts", f"layout {index + 1}: expected a string or a table, got {shown(item)}")
-        if len(config.name) > LAYOUT_NAME_MAX or not DISPLAY_TEXT.fullmatch(config.name):
+        if len(config.name) > LAYOUT_NAME_MAX or not LAYOUT_NAME.fullmatch(config.name):
             raise table.error("layouts", f"layout name {shown(config.name)} must be one line of at most "
-                              f"{LAYOUT_NAME_MAX} printable characters", line=config.line)
+                              f"{LAYOUT_NAME_MAX} characters: {LAYOUT_NAME_GRAMMAR}", line=config.line)
         if not config.slug:
             raise table.error("layouts", f"layout name {shown(config.name)} has no letters or digits",
                               line=config.line)

@@ -128,6 +128,28 @@ class ModelSpec:
         )
 
 
+#: A model's config.json is kilobytes; anything past this is not one (`/dev/zero` would fill memory).
+MODEL_CONFIG_MAX_BYTES = 16 << 20
+
+
+class ConfigTooLarge(ValueError):
+    """A file named as a model config is larger than MODEL_CONFIG_MAX_BYTES."""
+
+
+def read_model_config_bytes(file: Path) -> bytes:
+    """The bytes of a model config, read with a size limit.
+
+    Raises:
+        OSError: it cannot be read.
+        ConfigTooLarge: it is larger than MODEL_CONFIG_MAX_BYTES.
+    """
+    with open(file, "rb") as fh:
+        data = fh.read(MODEL_CONFIG_MAX_BYTES + 1)
+    if len(data) > MODEL_CONFIG_MAX_BYTES:
+        raise ConfigTooLarge(f"larger than {MODEL_CONFIG_MAX_BYTES >> 20} MiB: not a model config.json")
+    return data
+
+
 def load_model_spec(path: str | Path) -> ModelSpec:
     """Read a model's `config.json` (or a directory holding one) into a ModelSpec.
 
@@ -138,9 +160,11 @@ def load_model_spec(path: str | Path) -> ModelSpec:
     if file.is_dir():
         file = file / "config.json"
     try:
-        text = file.read_text(encoding="utf-8")
+        text = read_model_config_bytes(file).decode("utf-8")
     except FileNotFoundError:
         raise UsageError(f"{file}: no such model config") from None
+    except ConfigTooLarge as exc:
+        raise UsageError(f"{file}: {exc}") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise UsageError(f"{file}: cannot read model config: {exc}") from None
     try:

@@ -64,8 +64,13 @@ class ServiceManager(Protocol):
     async def reset_failed(self, unit: str) -> None:
         ...
 
+    async def read_file(self, path: str) -> str | None:
+        """A file the console edits (an environment file), or None if it does not exist."""
+        ...
+
     async def write_file(self, path: str, content: str) -> None:
-        """Atomically write a file the units read (environment file or drop-in)."""
+        """Atomically write a file the units read (environment file or drop-in), keeping an existing
+        file's mode and owner."""
         ...
 
     async def daemon_reload(self) -> None:

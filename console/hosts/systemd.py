@@ -31,6 +31,11 @@ from console.hosts.systemd_parse import (
 )
 
 _QUICK_S = 30.0
+# `cat` a file, or exit _ABSENT_EXIT when there is none (a missing env file is not an error).
+_ABSENT_EXIT = 3
+_READ_IF_THERE = f'if [ -e "$1" ]; then exec cat -- "$1"; else exit {_ABSENT_EXIT}; fi'
+# Start the temporary file as a copy of the old one (mode and owner kept) when there is one.
+_COPY_IF_THERE = 'if [ -e "$1" ]; then exec cp -p -- "$1" "$2"; fi'
 _STOP_S = 150.0  # systemd's default TimeoutStopSec is 90 s, plus SIGKILL handling
 
 
@@ -153,13 +158,26 @@ class SystemdManager:
     async def daemon_reload(self) -> None:
         await self._action(["systemctl", "daemon-reload"], "systemctl daemon-reload", timeout_s=_STOP_S)
 
+    async def read_file(self, path: str) -> str | None:
+        """A file the console edits (an env file), or None if it does not exist."""
+        check_managed_path(path)
+        result = await self.transport.run(
+            sudo_wrap(["sh", "-c", _READ_IF_THERE, "sh", path], self._sudo_for(None)), timeout_s=_QUICK_S
+        )
+        if result.exit_status == _ABSENT_EXIT:
+            return None
+        raise_for_result(self.host, result, f"reading {path}")
+        return result.stdout
+
     async def write_file(self, path: str, content: str) -> None:
         """Write `content` to a temporary file beside `path` (content on stdin), then rename it over
-        `path`, so systemd never reads a half-written file."""
+        `path`, so systemd never reads a half-written file. An existing file's mode and owner carry
+        over: the temporary file starts as a `cp -p` copy of it, and `tee` keeps both."""
         check_managed_path(path)
         directory = posixpath.dirname(path)
         tmp = f"{path}.serve-console-{secrets.token_hex(4)}.tmp"
         await self._action(["mkdir", "-p", directory], f"mkdir -p {directory}")
+        await self._action(["sh", "-c", _COPY_IF_THERE, "sh", path, tmp], f"copying {path}")
         result = await self.transport.run(
             sudo_wrap(["tee", tmp], self._sudo_for(None)), input=content, timeout_s=_QUICK_S
         )

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from console.config import DROP_IN, LayoutConfig, ServiceConfig
+from console.config import DROP_IN, ENV_FILE, LayoutConfig, ServiceConfig
 from console.domain.models import Finding, FindingClass, Phase
 from console.errors import ConsoleError, UsageError
 from console.hosts.base import Host, LockBusy
@@ -291,15 +291,24 @@ class _Switch:
 
     async def _start_and_watch(self, layout: LayoutConfig, unit: str, t0: float, rollback: bool) -> Verdict:
         services = self.host.services
-        action = "stop the running layout"
+        action = "prepare the layout's file"
         try:
+            # The file is built (and an env file read) before anything stops, so a refusal costs nothing.
+            existing = None
+            if self.service.mapping == ENV_FILE and self.service.env_file is not None:
+                action = f"read {self.service.env_file}"
+                existing = await services.read_file(self.service.env_file)
+            try:
+                written = layout_file(self.service, layout, existing)
+            except ValueError as exc:
+                raise UsageError(str(exc)) from None
+            action = "stop the running layout"
             for state in await unit_states(self.host, self.service):
                 if state.is_running:
                     self.step(
                         layout.name, t0, "stop", f"stopping {state.unit}", unit=state.unit, rollback=rollback
                     )
                     await services.stop(state.unit)
-            written = layout_file(self.service, layout)
             if written is not None:
                 path, content = written
                 action = f"write {path}"

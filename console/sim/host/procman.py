@@ -18,6 +18,7 @@ import contextlib
 import fcntl
 import os
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -69,8 +70,16 @@ class ProcessManager:
         return path
 
     def host_path(self, path: str) -> Path:
-        """Where an absolute path on the simulated host lives in the state dir."""
-        return self.files_dir / path.lstrip("/")
+        """Where an absolute path on the simulated host lives in the state dir; never outside it.
+
+        Raises:
+            HostError: the path (through `..` or a symlink) leads out of the host's files dir.
+        """
+        target = self.files_dir / path.lstrip("/")
+        root = self.files_dir.resolve()
+        if not target.resolve().is_relative_to(root):
+            raise HostError(self.cfg.name, f"refusing {path!r}: it leads outside the simulated host's files")
+        return target
 
     @contextlib.asynccontextmanager
     async def _unit_lock(self, unit: str) -> AsyncIterator[None]:
@@ -113,12 +122,30 @@ class ProcessManager:
             raw.update(active="inactive", sub="dead", result="success", main_pid=None, since=time.time())
             write_state(unit_dir, raw)
 
+    async def read_file(self, path: str) -> str | None:
+        """A file on the simulated host, or None if it does not exist."""
+        try:
+            return self.host_path(path).read_text(errors="replace")
+        except FileNotFoundError:
+            return None
+
     async def write_file(self, path: str, content: str) -> None:
+        """Replace the file atomically, keeping an existing file's mode (and owner, where allowed)."""
         target = self.host_path(path)
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-        tmp.write_text(content)
-        os.replace(tmp, target)
+        try:
+            tmp.write_text(content)
+            with contextlib.suppress(FileNotFoundError):
+                before = target.stat()
+                os.chmod(tmp, stat.S_IMODE(before.st_mode))
+                with contextlib.suppress(PermissionError):
+                    os.chown(tmp, before.st_uid, before.st_gid)
+            os.replace(tmp, target)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+            raise HostError(self.cfg.name, f"cannot write {path}: {exc.strerror or exc}") from None
 
     async def daemon_reload(self) -> None:
         """Drop-ins take effect only now, as with systemd."""

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,32 +47,98 @@ def find_unit(cfg: HostConfig, unit: str) -> UnitSpec | None:
 
 
 def parse_env_file(text: str) -> dict[str, str]:
-    """KEY=VALUE lines as systemd's EnvironmentFile= reads them (comments, optional quotes)."""
+    """KEY=VALUE lines as systemd's EnvironmentFile= reads them: comments, continuation lines, and
+    shell-like quoting (inside double quotes a backslash escapes `"`, `\\`, `$` and a backtick)."""
     env: dict[str, str] = {}
-    for raw in text.splitlines():
-        line = raw.strip()
+    logical: list[str] = []
+    for raw in text.split("\n"):
+        if raw.endswith("\\"):
+            logical.append(raw[:-1])
+            continue
+        line = ("".join(logical) + raw).strip()
+        logical = []
         if not line or line[0] in "#;" or "=" not in line:
             continue
         key, _, value = line.partition("=")
-        value = value.strip()
-        if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
-            value = value[1:-1]
-        env[key.strip()] = value
+        env[key.strip().removeprefix("export ").strip()] = _env_value(value.strip())
     return env
+
+
+def _env_value(value: str) -> str:
+    out: list[str] = []
+    quote: str | None = None
+    i = 0
+    while i < len(value):
+        ch = value[i]
+        if quote == "'":
+            if ch == "'":
+                quote = None
+            else:
+                out.append(ch)
+        elif ch == "\\" and i + 1 < len(value):
+            nxt = value[i + 1]
+            if quote == '"' and nxt not in '"\\$`':
+                out.append(ch)
+            out.append(nxt)
+            i += 1
+        elif ch in "\"'" and quote is None:
+            quote = ch
+        elif ch == '"' and quote == '"':
+            quote = None
+        else:
+            out.append(ch)
+        i += 1
+    return "".join(out)
 
 
 def parse_drop_in(text: str) -> dict[str, str]:
-    """The `Environment=` assignments of a drop-in's [Service] section."""
+    """The `Environment=` assignments of a drop-in's [Service] section, unquoted as systemd does (C
+    escapes inside the words), then with the `%%` specifier read as `%`."""
     env: dict[str, str] = {}
-    for raw in text.splitlines():
+    for raw in text.split("\n"):
         line = raw.strip()
         if not line.startswith("Environment="):
             continue
-        for token in shlex.split(line.removeprefix("Environment=")):
-            key, sep, value = token.partition("=")
+        for token in _unit_words(line.removeprefix("Environment=")):
+            key, sep, value = token.replace("%%", "%").partition("=")
             if sep:
                 env[key] = value
     return env
+
+
+def _unit_words(text: str) -> list[str]:
+    """Words of a unit-file value: split on whitespace outside quotes; a backslash escapes the next
+    character (the console writes only `\\\\` and `\\"`)."""
+    words: list[str] = []
+    word: list[str] = []
+    quote: str | None = None
+    in_word = False
+    i = 0
+    while i < len(text):
+        ch = text[i]
+        if ch == "\\" and i + 1 < len(text):
+            word.append(text[i + 1])
+            in_word = True
+            i += 2
+            continue
+        if quote is not None:
+            if ch == quote:
+                quote = None
+            else:
+                word.append(ch)
+        elif ch in "\"'":
+            quote, in_word = ch, True
+        elif ch.isspace():
+            if in_word:
+                words.append("".join(word))
+            word, in_word = [], False
+        else:
+            word.append(ch)
+            in_word = True
+        i += 1
+    if in_word:
+        words.append("".join(word))
+    return words
 
 
 def service_port(service: ServiceConfig) -> int:

@@ -54,6 +54,10 @@ class EngineArgs:
     """Accepted SGLang flags without an effect here, for the `server_args` line."""
     ignored: tuple[str, ...] = ()
     """Other `--flags` (SGLang has hundreds); the engine names them in one warning line."""
+    engine: str = "sglang"
+    """Which engine this run speaks: "sglang" (`console.sim.engine`) or "vllm" (`console.sim.vllm`)."""
+    gpu_memory_utilization: float = 0.9
+    """vLLM's `--gpu-memory-utilization`: the share of each card weights, activations and KV may use."""
 
 
 # SGLang flags accepted for fidelity that change nothing in the simulation; their values are kept

@@ -104,6 +104,31 @@ def _scheduler_exception(rank_prefix: str, frames: list[_Frame], *message: str) 
     ]
 
 
+def cuda_oom_message(
+    *,
+    gpu: int,
+    tried_bytes: int,
+    capacity_bytes: int,
+    free_bytes: int,
+    in_use_bytes: int,
+    allocated_bytes: int,
+    reserved_unallocated_bytes: int,
+    alloc_conf: str = "PYTORCH_CUDA_ALLOC_CONF",
+) -> str:
+    """PyTorch's CUDA OOM message with these figures (`alloc_conf`: newer PyTorch says PYTORCH_ALLOC_CONF)."""
+    return (
+        f"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate {format_bytes(tried_bytes)}. "
+        f"GPU {gpu} has a total capacity of {format_bytes(capacity_bytes)} of which "
+        f"{format_bytes(free_bytes)} is free. Including non-PyTorch memory, this process has "
+        f"{format_bytes(in_use_bytes)} memory in use. Of the allocated memory "
+        f"{format_bytes(allocated_bytes)} is allocated by PyTorch, and "
+        f"{format_bytes(reserved_unallocated_bytes)} is reserved by PyTorch but unallocated. If reserved "
+        f"but unallocated memory is large try setting {alloc_conf}=expandable_segments:True to "
+        "avoid fragmentation.  See documentation for Memory Management  "
+        "(https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)"
+    )
+
+
 def cuda_oom_lines(
     *,
     rank_prefix: str,
@@ -118,17 +143,10 @@ def cuda_oom_lines(
     moe_tensor: bool,
 ) -> list[str]:
     """The scheduler's traceback for a CUDA OOM while the model's weights are created."""
-    message = (
-        f"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate {format_bytes(tried_bytes)}. "
-        f"GPU {gpu} has a total capacity of {format_bytes(capacity_bytes)} of which "
-        f"{format_bytes(free_bytes)} is free. Including non-PyTorch memory, this process has "
-        f"{format_bytes(in_use_bytes)} memory in use. Of the allocated memory "
-        f"{format_bytes(allocated_bytes)} is allocated by PyTorch, and "
-        f"{format_bytes(reserved_unallocated_bytes)} is reserved by PyTorch but unallocated. If reserved "
-        "but unallocated memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to "
-        "avoid fragmentation.  See documentation for Memory Management  "
-        "(https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)"
-    )
+    message = cuda_oom_message(
+        gpu=gpu, tried_bytes=tried_bytes, capacity_bytes=capacity_bytes, free_bytes=free_bytes,
+        in_use_bytes=in_use_bytes, allocated_bytes=allocated_bytes,
+        reserved_unallocated_bytes=reserved_unallocated_bytes)
     tail = _MOE_FRAMES if moe_tensor else _DENSE_FRAMES
     frames = _LOAD_FRAMES + _model_frames(model_type, moe_tensor) + tail + [_TORCH_DEVICE_FRAME]
     return _scheduler_exception(rank_prefix, frames, message)

@@ -1,4 +1,4 @@
-"""The `sglang:` Prometheus metrics, in the text exposition format prometheus_client writes.
+"""The engine's Prometheus metrics (`sglang:` or `vllm:` names), in the text format prometheus_client writes.
 
 Latencies are measured in real (wall-clock) seconds, so they agree with what a client measures
 whatever the time scale.
@@ -8,10 +8,49 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-_TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5,
-                 10.0, 15.0, 20.0, 25.0, 30.0)
-_TPOT_BUCKETS = (0.002, 0.005, 0.01, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3,
-                 0.4, 0.5, 0.75, 1.0, 2.5)
+_TTFT_BUCKETS = (
+    0.001,
+    0.005,
+    0.01,
+    0.02,
+    0.04,
+    0.06,
+    0.08,
+    0.1,
+    0.25,
+    0.5,
+    0.75,
+    1.0,
+    2.5,
+    5.0,
+    7.5,
+    10.0,
+    15.0,
+    20.0,
+    25.0,
+    30.0,
+)
+_TPOT_BUCKETS = (
+    0.002,
+    0.005,
+    0.01,
+    0.015,
+    0.02,
+    0.025,
+    0.03,
+    0.04,
+    0.05,
+    0.075,
+    0.1,
+    0.15,
+    0.2,
+    0.3,
+    0.4,
+    0.5,
+    0.75,
+    1.0,
+    2.5,
+)
 _E2E_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 40.0, 60.0, 120.0, 300.0, 600.0)
 
 
@@ -79,38 +118,95 @@ class Metrics:
         self.token_usage = usage
 
     def render(self, model_name: str) -> str:
-        """The /metrics body."""
-        label = f'model_name="{model_name}"'
-        out: list[str] = []
+        """The SGLang /metrics body (`sglang:` names)."""
+        out = _Exposition("sglang", f'model_name="{model_name}"')
+        out.gauge("num_running_reqs", "The number of running requests.", self.num_running_reqs)
+        out.gauge("num_queue_reqs", "The number of requests in the waiting queue.", 0)
+        out.gauge("num_used_tokens", "The number of used tokens.", self.num_used_tokens)
+        out.gauge("token_usage", "The token usage.", round(self.token_usage, 4))
+        out.gauge("gen_throughput", "The generation throughput (token/s).", round(self.gen_throughput, 2))
+        out.gauge("cache_hit_rate", "The prefix cache hit rate.", 0.0)
+        out.counter("prompt_tokens", "Number of prefill tokens processed.", self.prompt_tokens_total)
+        out.counter(
+            "generation_tokens", "Number of generation tokens processed.", self.generation_tokens_total
+        )
+        out.counter("num_requests", "Number of requests processed.", self.num_requests_total)
+        out.histogram(
+            "time_to_first_token_seconds", "Histogram of time to first token in seconds.", self.ttft
+        )
+        out.histogram(
+            "time_per_output_token_seconds", "Histogram of time per output token in seconds.", self.tpot
+        )
+        out.histogram(
+            "e2e_request_latency_seconds", "Histogram of End-to-end request latency in seconds", self.e2e
+        )
+        return out.text()
 
-        def gauge(name: str, help_text: str, value: float) -> None:
-            out.extend([f"# HELP sglang:{name} {help_text}", f"# TYPE sglang:{name} gauge",
-                        f"sglang:{name}{{{label}}} {float(value)}"])
+    def render_vllm(self, model_name: str) -> str:
+        """The vLLM (V1 engine) /metrics body (`vllm:` names, labels `engine` and `model_name`)."""
+        out = _Exposition("vllm", f'engine="0",model_name="{model_name}"')
+        out.gauge(
+            "num_requests_running", "Number of requests in model execution batches.", self.num_running_reqs
+        )
+        out.gauge("num_requests_waiting", "Number of requests waiting to be processed.", 0)
+        out.gauge(
+            "kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", round(self.token_usage, 6)
+        )
+        out.counter("num_preemptions", "Cumulative number of preemption from the engine.", 0)
+        out.counter("prompt_tokens", "Number of prefill tokens processed.", self.prompt_tokens_total)
+        out.counter(
+            "generation_tokens", "Number of generation tokens processed.", self.generation_tokens_total
+        )
+        out.counter(
+            "prefix_cache_queries",
+            "Prefix cache queries, in terms of number of queried tokens.",
+            self.prompt_tokens_total,
+        )
+        out.counter("prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.", 0)
+        out.counter(
+            "request_success",
+            "Count of successfully processed requests.",
+            self.num_requests_total,
+            extra='finished_reason="length"',
+        )
+        out.histogram(
+            "time_to_first_token_seconds", "Histogram of time to first token in seconds.", self.ttft
+        )
+        out.histogram(
+            "inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", self.tpot
+        )
+        out.histogram("e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", self.e2e)
+        return out.text()
 
-        def counter(name: str, help_text: str, value: float) -> None:
-            out.extend([f"# HELP sglang:{name}_total {help_text}", f"# TYPE sglang:{name}_total counter",
-                        f"sglang:{name}_total{{{label}}} {float(value)}"])
 
-        def histogram(name: str, help_text: str, h: Histogram) -> None:
-            out.extend([f"# HELP sglang:{name} {help_text}", f"# TYPE sglang:{name} histogram"])
-            for bound, count in zip(h.buckets, h.counts, strict=True):
-                out.append(f'sglang:{name}_bucket{{le="{bound}",{label}}} {float(count)}')
-            out.append(f'sglang:{name}_bucket{{le="+Inf",{label}}} {float(h.n)}')
-            out.append(f"sglang:{name}_count{{{label}}} {float(h.n)}")
-            out.append(f"sglang:{name}_sum{{{label}}} {h.total}")
+class _Exposition:
+    """The Prometheus text format, as prometheus_client writes it (`name_total` for counters)."""
 
-        gauge("num_running_reqs", "The number of running requests.", self.num_running_reqs)
-        gauge("num_queue_reqs", "The number of requests in the waiting queue.", 0)
-        gauge("num_used_tokens", "The number of used tokens.", self.num_used_tokens)
-        gauge("token_usage", "The token usage.", round(self.token_usage, 4))
-        gauge("gen_throughput", "The generation throughput (token/s).", round(self.gen_throughput, 2))
-        gauge("cache_hit_rate", "The prefix cache hit rate.", 0.0)
-        counter("prompt_tokens", "Number of prefill tokens processed.", self.prompt_tokens_total)
-        counter("generation_tokens", "Number of generation tokens processed.", self.generation_tokens_total)
-        counter("num_requests", "Number of requests processed.", self.num_requests_total)
-        histogram("time_to_first_token_seconds", "Histogram of time to first token in seconds.", self.ttft)
-        histogram("time_per_output_token_seconds", "Histogram of time per output token in seconds.",
-                  self.tpot)
-        histogram("e2e_request_latency_seconds", "Histogram of End-to-end request latency in seconds",
-                  self.e2e)
-        return "\n".join(out) + "\n"
+    def __init__(self, namespace: str, labels: str) -> None:
+        self.namespace, self.labels = namespace, labels
+        self.lines: list[str] = []
+
+    def _head(self, name: str, help_text: str, kind: str) -> str:
+        full = f"{self.namespace}:{name}"
+        self.lines += [f"# HELP {full} {help_text}", f"# TYPE {full} {kind}"]
+        return full
+
+    def gauge(self, name: str, help_text: str, value: float) -> None:
+        full = self._head(name, help_text, "gauge")
+        self.lines.append(f"{full}{{{self.labels}}} {float(value)}")
+
+    def counter(self, name: str, help_text: str, value: float, extra: str = "") -> None:
+        full = self._head(f"{name}_total", help_text, "counter")
+        labels = f"{self.labels},{extra}" if extra else self.labels
+        self.lines.append(f"{full}{{{labels}}} {float(value)}")
+
+    def histogram(self, name: str, help_text: str, h: Histogram) -> None:
+        full = self._head(name, help_text, "histogram")
+        for bound, count in zip(h.buckets, h.counts, strict=True):
+            self.lines.append(f'{full}_bucket{{le="{bound}",{self.labels}}} {float(count)}')
+        self.lines.append(f'{full}_bucket{{le="+Inf",{self.labels}}} {float(h.n)}')
+        self.lines.append(f"{full}_count{{{self.labels}}} {float(h.n)}")
+        self.lines.append(f"{full}_sum{{{self.labels}}} {h.total}")
+
+    def text(self) -> str:
+        return "\n".join(self.lines) + "\n"

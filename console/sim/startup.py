@@ -32,7 +32,7 @@ from console.sim.loading import (
     nccl_buffer_bytes,
     rank_rates,
 )
-from console.sim.logfmt import EngineLog, build_ranks, capture_progress, shard_progress
+from console.sim.logfmt import EngineLog, Rank, build_ranks, capture_progress, shard_progress
 from console.sim.server_args import server_args_line
 
 SHARD_BYTES = 9.3e9  # Kimi K2.x ships 64 shards of ~9.3 GB
@@ -68,7 +68,7 @@ class Startup:
         self.args, self.spec, self.config = args, spec, config
         self.log, self.ledger, self.clock = log, ledger, clock
         self.layout = args.layout
-        self.ranks = build_ranks(self.layout, args.base_gpu_id, args.gpu_id_step)
+        self.ranks = self.make_ranks()
         uuids = [g.uuid for g in read_inventory(args.ledger_dir)]
         devices = cuda_devices(args.visible_devices, args.gpu_count, uuids)
         # A rank whose CUDA device does not exist fails in set_device; it never books memory (-1).
@@ -81,6 +81,10 @@ class Startup:
         self.t = 0.0
 
     # -- helpers ---------------------------------------------------------------------------------
+    def make_ranks(self) -> list[Rank]:
+        """The engine's GPU processes, in GPU order (the vLLM story names them its own way)."""
+        return build_ranks(self.layout, self.args.base_gpu_id, self.args.gpu_id_step)
+
     def others_bytes(self) -> dict[int, int]:
         """Bytes other live processes hold per GPU (an old engine still exiting, an orphan)."""
         other: dict[int, int] = {}

@@ -142,8 +142,13 @@ def _unit_words(text: str) -> list[str]:
 
 
 def service_port(service: ServiceConfig) -> int:
+    """The port in the service's URL, else its engine's default (SGLang 30000, vLLM 8000)."""
     parts = urlsplit(service.url)
-    return parts.port or (443 if parts.scheme == "https" else 30000)
+    if parts.port:
+        return parts.port
+    if parts.scheme == "https":
+        return 443
+    return 8000 if service.engine is Engine.VLLM else 30000
 
 
 def sim_settings(cfg: HostConfig) -> SimConfig:
@@ -162,23 +167,24 @@ def time_scale(cfg: HostConfig) -> float:
 
 
 def engine_command(cfg: HostConfig, spec: UnitSpec, layout_args: list[str], ledger_dir: Path) -> list[str]:
-    """The simulated engine's argv for one unit."""
+    """The simulated engine's argv for one unit: `console.sim.vllm serve MODEL ...` for a vLLM service,
+    `console.sim.engine --model-path MODEL ...` (with `--enable-metrics`, as a unit that wants /metrics
+    has) for SGLang."""
     service = spec.service
     if service.model_config is None:
         raise HostError(
             cfg.name, f"{spec.unit}: service {service.name} has no model_config for the simulated engine"
         )
     sim = sim_settings(cfg)
-    argv = [
-        sys.executable,
-        "-m",
-        "console.sim.engine",
-        "--model-path",
-        str(service.model_config),
-        *layout_args,
-    ]
-    if service.mem_fraction is not None and "--mem-fraction-static" not in layout_args:
-        argv += ["--mem-fraction-static", str(service.mem_fraction)]
+    if service.engine is Engine.VLLM:
+        argv = [sys.executable, "-m", "console.sim.vllm", "serve", str(service.model_config), *layout_args]
+        memory_flag = "--gpu-memory-utilization"
+    else:
+        argv = [sys.executable, "-m", "console.sim.engine", "--model-path", str(service.model_config),
+                *layout_args, "--enable-metrics"]
+        memory_flag = "--mem-fraction-static"
+    if service.mem_fraction is not None and memory_flag not in layout_args:
+        argv += [memory_flag, str(service.mem_fraction)]
     argv += [
         "--host", "127.0.0.1",
         "--port", str(service_port(service)),

@@ -1,0 +1,211 @@
+"""`python -m console.sim.vllm serve MODEL [flags]`: a simulated vLLM server on a simulated GPU host.
+
+It prints vLLM 0.11's start-up lines with their process prefixes, builds each worker's model tensor by
+tensor into the GPU ledger (dying with PyTorch's CUDA OOM, `EngineCore failed to start.` and the API
+server's `Engine core initialization failed` when a tensor does not fit), reads the checkpoint, sizes
+the KV cache from `--gpu-memory-utilization`, captures CUDA graphs, then serves the OpenAI API on port
+8000 with `/health` and `vllm:` metrics, logging its throughput every 10 s while there is traffic.
+SIGTERM stops it cleanly (exit 0) at any point; the ledger file goes with it.
+
+Only stdlib, aiohttp and console.domain are imported: the test hosts run it under Debian's python3.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import json
+import os
+import signal
+import socket
+import sys
+from collections.abc import Sequence
+
+from console.domain.layout import check_layout
+from console.domain.model_spec import load_model_spec
+from console.domain.models import Engine
+from console.errors import UsageError
+from console.sim import vllm_failures
+from console.sim.clock import SimClock
+from console.sim.engine_args import EngineArgs
+from console.sim.generation import Generator
+from console.sim.ledger import ProcLedger, ensure_inventory, read_inventory
+from console.sim.metrics import Metrics
+from console.sim.startup import EngineExit
+from console.sim.vllm_args import parse_vllm_args
+from console.sim.vllm_http import ROUTES, VllmHttp
+from console.sim.vllm_logfmt import QuietLog, VllmLog
+from console.sim.vllm_startup import VllmStartup
+
+PROCESS_NAME = "VLLM::EngineCore"
+STATS_INTERVAL_S = 10.0
+
+
+def port_taken(host: str, port: int) -> bool:
+    """vLLM binds its socket before it starts the engine: is the address already held?"""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            return exc.errno == errno.EADDRINUSE
+    return False
+
+
+class SimVllm:
+    """One vLLM run: start-up story, API server, serving, shutdown."""
+
+    def __init__(self, args: EngineArgs, spec, config: dict, non_default: dict[str, object]) -> None:
+        self.args, self.spec, self.config, self.non_default = args, spec, config, non_default
+        self.log = VllmLog()
+        self.clock = SimClock(args.time_scale)
+        self.ledger = ProcLedger(args.ledger_dir, name=PROCESS_NAME)
+        self.http: VllmHttp | None = None
+        self.stop_requested = asyncio.Event()
+
+    async def run(self) -> int:
+        """Run until stopped or failed; returns the exit status."""
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self.stop_requested.set)
+        story = asyncio.create_task(self.story())
+        stopper = asyncio.create_task(self.stop_requested.wait())
+        try:
+            await asyncio.wait({story, stopper}, return_when=asyncio.FIRST_COMPLETED)
+            if story.done():
+                exc = story.exception()
+                if isinstance(exc, EngineExit):
+                    return exc.code
+                if exc is not None:
+                    raise exc
+                return 0
+            story.cancel()
+            with contextlib.suppress(asyncio.CancelledError, EngineExit):
+                await story
+            if self.http is not None:
+                for message in (
+                    "Shutting down",
+                    "Waiting for application shutdown.",
+                    "Application shutdown complete.",
+                ):
+                    self.log.uvicorn("INFO", message)
+            return 0
+        finally:
+            stopper.cancel()
+            if self.http is not None:
+                await self.http.stop()
+            self.ledger.remove()
+
+    async def story(self) -> None:
+        """Start-up, API server, then serve until cancelled; raises EngineExit on a failure."""
+        args, log = self.args, self.log
+        if args.fail == "port" or port_taken(args.host, args.port):
+            vllm_failures.port_in_use(log, args.host, args.port)
+            raise EngineExit(1)
+        startup = VllmStartup(args, self.spec, self.config, log, self.ledger, self.clock, self.non_default)
+        report = await startup.run()
+        metrics = Metrics()
+
+        def on_load(running: int) -> None:
+            startup.set_util(0, 1) if running == 0 else startup.set_util(min(60 + 9 * running, 90), 99)
+            startup.sync_ledger()
+
+        generator = Generator(
+            args.layout, QuietLog(), startup.ranks[0], metrics, report.max_total_num_tokens, on_load
+        )
+        http = VllmHttp(
+            served_name=args.served_model_name,
+            model_path=args.model_path,
+            context_len=report.context_len,
+            generator=generator,
+            metrics=metrics,
+            log=log,
+        )
+        await startup.at(startup.t + 1.5)
+        log.info(log.api, "api_server.py:1680", "Supported_tasks: ['generate']")
+        log.info(
+            log.api, "api_server.py:1954", f"Starting vLLM API server 0 on http://{args.host}:{args.port}"
+        )
+        log.info(log.api, "launcher.py:34", "Available routes are:")
+        for path, method in ROUTES:
+            log.info(log.api, "launcher.py:42", f"Route: {path}, Methods: {method}")
+        try:
+            await http.start(args.host, args.port)
+        except OSError as exc:
+            vllm_failures.port_in_use(
+                log, args.host, args.port
+            ) if exc.errno == errno.EADDRINUSE else log.raw(
+                log.api, f"OSError: [Errno {exc.errno}] {exc.strerror}"
+            )
+            raise EngineExit(1) from None
+        self.http = http
+        log.uvicorn("INFO", f"Started server process [{os.getpid()}]")
+        log.uvicorn("INFO", "Waiting for application startup.")
+        log.uvicorn("INFO", "Application startup complete.")
+        await self.log_stats(metrics, report.max_total_num_tokens)
+
+    async def log_stats(self, metrics: Metrics, kv_tokens: int) -> None:
+        """vLLM's periodic stats line, while requests run or just after (it stays quiet when idle)."""
+        last_prompt, last_gen, was_busy = metrics.prompt_tokens_total, metrics.generation_tokens_total, False
+        while True:
+            await asyncio.sleep(STATS_INTERVAL_S)
+            prompt_rate = (metrics.prompt_tokens_total - last_prompt) / STATS_INTERVAL_S
+            gen_rate = (metrics.generation_tokens_total - last_gen) / STATS_INTERVAL_S
+            last_prompt, last_gen = metrics.prompt_tokens_total, metrics.generation_tokens_total
+            busy = bool(prompt_rate or gen_rate or metrics.num_running_reqs)
+            if busy or was_busy:
+                self.log.info(
+                    self.log.api,
+                    "loggers.py:127",
+                    f"Engine 000: Avg prompt throughput: "
+                    f"{prompt_rate:.1f} tokens/s, Avg generation throughput: {gen_rate:.1f} tokens/s, "
+                    f"Running: {metrics.num_running_reqs} reqs, Waiting: 0 reqs, GPU KV cache usage: "
+                    f"{100 * metrics.token_usage:.1f}%, Prefix cache hit rate: 0.0%",
+                )
+            was_busy = busy
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point; returns the process exit status."""
+    args, non_default = parse_vllm_args(argv)
+    log = VllmLog()
+    try:
+        spec = load_model_spec(args.config_path)
+        config = json.loads(args.config_path.read_text(encoding="utf-8"))
+    except (UsageError, OSError, ValueError) as exc:
+        log.raw(log.api, f"Error: {exc}")
+        return 1
+    problem = check_layout(args.layout, Engine.VLLM, num_experts=spec.num_experts or None)
+    if problem is not None:
+        log.raw(log.api, "Traceback (most recent call last):")
+        log.raw(
+            log.api,
+            '  File "/usr/local/lib/python3.12/dist-packages/vllm/config/parallel.py", line 412, '
+            "in __post_init__",
+        )
+        log.raw(log.api, f"ValueError: {problem}")
+        return 1
+    if args.ignored:
+        log.line(
+            log.api,
+            "WARNING",
+            "argparse_utils.py:173",
+            f"the simulated engine accepts and ignores {' '.join(args.ignored)}",
+        )
+    try:
+        if not read_inventory(args.ledger_dir):
+            ensure_inventory(args.ledger_dir, args.gpu_count, args.gpu_total_mib, args.gpu_name)
+        ProcLedger(args.ledger_dir, name=PROCESS_NAME).flush()
+    except OSError as exc:
+        log.raw(
+            log.api,
+            f"Error: cannot write the simulated GPU ledger in {args.ledger_dir}: {exc.strerror or exc}",
+        )
+        return 1
+    return asyncio.run(SimVllm(args, spec, config, non_default).run())
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,190 @@
+"""Command line of the simulated vLLM server: `python -m console.sim.vllm serve MODEL [flags]`.
+
+vLLM's own spellings are kept (`-tp`, `--tensor-parallel-size`, `-pp`, `-dp`, `--enable-expert-parallel`,
+`--gpu-memory-utilization`, `--max-model-len`, port 8000), so a unit written for the simulated host reads
+like one written for `vllm serve`. The simulated host's flags (`--gpu-count`, `--ledger-dir`, ...) are the
+SGLang simulation's. The result is the same `EngineArgs` the SGLang simulation uses, with engine "vllm".
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from console.domain.layout import Layout
+from console.sim.engine_args import (
+    EngineArgs,
+    _visible_devices,
+    default_served_name,
+    resolve_config_path,
+    time_scale_from,
+)
+
+VLLM_DEFAULT_PORT = 8000
+VLLM_FAILURES = ("port", "kv")
+VLLM_VERSION = "0.11.0"
+
+# vLLM flags accepted for fidelity that change nothing in the simulation.
+_NO_EFFECT_SWITCHES = (
+    "--trust-remote-code",
+    "--enforce-eager",
+    "--enable-prefix-caching",
+    "--no-enable-prefix-caching",
+    "--enable-chunked-prefill",
+    "--disable-log-requests",
+    "--enable-auto-tool-choice",
+    "--disable-log-stats",
+)
+_NO_EFFECT_OPTIONS = (
+    "--tokenizer",
+    "--dtype",
+    "--kv-cache-dtype",
+    "--quantization",
+    "--max-num-seqs",
+    "--max-num-batched-tokens",
+    "--tool-call-parser",
+    "--reasoning-parser",
+    "--chat-template",
+    "--download-dir",
+    "--load-format",
+    "--swap-space",
+    "--seed",
+    "--uvicorn-log-level",
+    "--distributed-executor-backend",
+    "--block-size",
+)
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m console.sim.vllm serve",
+        description="A simulated vLLM OpenAI server on a simulated GPU host (only the GPUs are simulated).",
+    )
+    p.add_argument(
+        "model_tag",
+        nargs="?",
+        default=None,
+        help="the model's config.json, or a directory that holds one (as `vllm serve MODEL`)",
+    )
+    p.add_argument("--model", default=None, help="the same as the positional MODEL")
+    p.add_argument("--served-model-name", nargs="+", default=None)
+    p.add_argument("--tensor-parallel-size", "-tp", type=int, default=1)
+    p.add_argument("--pipeline-parallel-size", "-pp", type=int, default=1)
+    p.add_argument("--data-parallel-size", "-dp", type=int, default=1)
+    p.add_argument("--enable-expert-parallel", action="store_true")
+    p.add_argument("--gpu-memory-utilization", type=float, default=0.9)
+    p.add_argument("--max-model-len", type=int, default=None)
+    p.add_argument("--host", default=None)
+    p.add_argument("--port", type=int, default=VLLM_DEFAULT_PORT)
+    for flag in _NO_EFFECT_SWITCHES:
+        p.add_argument(flag, action="store_true")
+    for flag in _NO_EFFECT_OPTIONS:
+        p.add_argument(flag, default=None)
+    p.add_argument("--api-key", default=None)  # accepted, never kept
+    sim = p.add_argument_group("simulated host")
+    sim.add_argument("--gpu-count", type=int, default=8)
+    sim.add_argument(
+        "--gpu-total-mib",
+        type=int,
+        default=81559,
+        help="per-card memory as nvidia-smi reports it (default 81559, an H100 80 GB)",
+    )
+    sim.add_argument("--gpu-name", default="NVIDIA H100 80GB HBM3")
+    sim.add_argument(
+        "--time-scale",
+        type=float,
+        default=1.0,
+        help="multiply every duration by this (env SERVE_CONSOLE_SIM_TIME_SCALE overrides)",
+    )
+    sim.add_argument(
+        "--ledger-dir",
+        default=None,
+        help="GPU ledger directory (default $SERVE_CONSOLE_SIM_LEDGER or /var/lib/serve-console-sim/ledger)",
+    )
+    sim.add_argument("--fail", choices=VLLM_FAILURES, default=None, help="inject a real failure")
+    return p
+
+
+_NOT_SHOWN = frozenset(
+    {"api_key", "gpu_count", "gpu_total_mib", "gpu_name", "time_scale", "ledger_dir", "fail"}
+)
+
+
+def non_default_args(ns: argparse.Namespace) -> dict[str, object]:
+    """What vLLM's `non-default args:` line lists: every flag given with a value other than its default."""
+    defaults = vars(_build_parser().parse_args(["m"]))
+    return {
+        dest: value
+        for dest, value in vars(ns).items()
+        if dest not in _NOT_SHOWN and value != defaults.get(dest)
+    }
+
+
+def parse_vllm_args(argv: Sequence[str] | None = None) -> tuple[EngineArgs, dict[str, object]]:
+    """Parse `serve MODEL [flags]`; argparse exits 2 with its usage message on bad flags.
+
+    Returns:
+        The engine arguments, and vLLM's non-default args (for its second log line).
+    """
+    items = list(argv) if argv is not None else sys.argv[1:]
+    if items and items[0] == "serve":
+        items = items[1:]
+    parser = _build_parser()
+    ns, unknown = parser.parse_known_args(items)
+    model = ns.model or ns.model_tag
+    if not model:
+        parser.error("the model is required: serve MODEL")
+    ns.model, ns.model_tag = model, model
+    if unknown and not unknown[0].startswith("-"):
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    try:
+        scale = time_scale_from(ns.time_scale)
+    except ValueError as exc:
+        parser.error(str(exc))
+    if not 0 < ns.gpu_memory_utilization <= 1:
+        parser.error("--gpu-memory-utilization must be in (0, 1]")
+    if ns.ledger_dir:
+        ledger_dir = Path(ns.ledger_dir)
+    else:
+        from console.sim.ledger import ledger_dir_from_env
+
+        ledger_dir = ledger_dir_from_env()
+    tp, dp = ns.tensor_parallel_size, ns.data_parallel_size
+    layout = Layout(
+        tp=tp, pp=ns.pipeline_parallel_size, dp=dp, ep=tp * dp if ns.enable_expert_parallel else 1
+    )
+    passthrough = tuple(
+        (dest, getattr(ns, dest))
+        for dest in (flag[2:].replace("-", "_") for flag in _NO_EFFECT_SWITCHES + _NO_EFFECT_OPTIONS)
+    )
+    args = EngineArgs(
+        model_path=model,
+        config_path=resolve_config_path(model),
+        served_model_name=ns.served_model_name[0] if ns.served_model_name else default_served_name(model),
+        layout=layout,
+        host=ns.host or "0.0.0.0",
+        port=ns.port,
+        mem_fraction_static=None,
+        enable_metrics=True,  # vLLM always serves /metrics
+        chunked_prefill_size=8192,
+        cuda_graph_max_bs=512,
+        max_running_requests=None,
+        context_length=ns.max_model_len,
+        dist_timeout_s=None,
+        random_seed=0,
+        gpu_count=ns.gpu_count,
+        gpu_total_mib=ns.gpu_total_mib,
+        gpu_name=ns.gpu_name,
+        time_scale=scale,
+        ledger_dir=ledger_dir,
+        fail=ns.fail,
+        visible_devices=_visible_devices(os.environ.get("CUDA_VISIBLE_DEVICES")),
+        passthrough=passthrough,
+        ignored=tuple(arg.split("=", 1)[0] for arg in unknown if arg.startswith("-")),
+        engine="vllm",
+        gpu_memory_utilization=ns.gpu_memory_utilization,
+    )
+    return args, non_default_args(ns)

@@ -1,0 +1,315 @@
+"""The simulated vLLM start-up, milestone by milestone, with vLLM 0.11's own log lines.
+
+vLLM builds the whole model first (every parameter is allocated with `torch.empty` as the layers are
+constructed, fast) and only then reads the checkpoint into it (the shard progress bar). So a layout
+whose weights do not fit dies a second or two after `Starting to load model`, before any shard is read.
+Then torch.compile, the memory profile (`Available KV cache memory`), the KV cache (`GPU KV cache size`),
+CUDA graphs and `init engine ... took`. Story time at scale 1.0 for Qwen3-235B-A22B-FP8 on 4x H100 TP4:
+API server and engine core ~12 s, model build ~2 s, weights ~9 s, compile and profile ~7 s, graphs ~6 s.
+"""
+
+from __future__ import annotations
+
+from console.domain.engine_memory import kv_bytes_per_token, vllm_activation_bytes
+from console.domain.models import Engine
+from console.domain.sharding import placement
+from console.domain.units import GIB
+from console.domain.weights import rank_load_plan
+from console.sim import vllm_failures as fail
+from console.sim.failures import cuda_oom_message
+from console.sim.loading import (
+    OomEvent,
+    RankLoader,
+    fragmentation_bytes,
+    layout_rng,
+    nccl_buffer_bytes,
+    rank_rates,
+)
+from console.sim.logfmt import Rank, capture_progress, shard_progress
+from console.sim.startup import EngineExit, Startup, StartupReport
+from console.sim.vllm_args import VLLM_VERSION
+from console.sim.vllm_logfmt import Proc, VllmLog, build_vllm_ranks
+
+VLLM = Engine.VLLM
+#: Building the model only allocates (no reads): far faster than loading the checkpoint.
+BUILD_RATE_BYTES_PER_S = 28 * GIB
+MAX_NUM_SEQS = 256
+BLOCK_SIZE = 16
+GRAPH_SIZES = 67
+
+
+class VllmStartup(Startup):
+    """Runs vLLM's start-up up to (not including) the API server's HTTP routes."""
+
+    def __init__(
+        self, args, spec, config, log: VllmLog, ledger, clock, non_default: dict[str, object]
+    ) -> None:
+        super().__init__(args, spec, config, log, ledger, clock)
+        self.vlog = log
+        self.non_default = non_default
+        replicas = max(self.layout.dp, 1)
+        self.cores = [log.proc(f"EngineCore_DP{d}", 160 + 7 * d) for d in range(replicas)]
+        one_gpu = self.layout.tp * self.layout.pp == 1
+        self.workers = [
+            self.cores[r.dp_rank or 0] if one_gpu else log.proc(r.prefix, 230 + r.index) for r in self.ranks
+        ]
+
+    def make_ranks(self) -> list[Rank]:
+        return build_vllm_ranks(self.layout)
+
+    @property
+    def max_model_len(self) -> int:
+        return self.args.context_length or int(self._text_config().get("max_position_embeddings") or 32768)
+
+    def _core_of(self, rank: Rank) -> Proc:
+        return self.cores[rank.dp_rank or 0]
+
+    def _die(self) -> EngineExit:
+        """The API server's last words once an engine core is gone; the caller raises the result."""
+        fail.api_server_exit(self.vlog)
+        return EngineExit(1)
+
+    # -- the story -------------------------------------------------------------------------------
+    async def run(self) -> StartupReport:
+        """All milestones up to `init engine ... took`; raises EngineExit on a failure."""
+        log, api = self.vlog, self.vlog.api
+        log.info(api, "api_server.py:1885", f"vLLM API server version {VLLM_VERSION}")
+        log.info(api, "utils.py:328", f"non-default args: {self.non_default!r}")
+        self.sync_ledger()
+        await self.at(4.0)
+        log.info(api, "model.py:547", f"Resolved architecture: {self.spec.architecture}")
+        log.info(api, "model.py:1510", f"Using max model len {self.max_model_len}")
+        await self.at(7.0)
+        await self.init_engine()
+        await self.build_model()
+        await self.load_checkpoint()
+        init_begin = self.t
+        tokens = await self.profile_and_kv_cache()
+        await self.cuda_graphs()
+        for core in self.cores:
+            log.info(
+                core,
+                "core.py:210",
+                "init engine (profile, create kv cache, warmup model) took "
+                f"{self.t - init_begin:.2f} seconds",
+            )
+        return StartupReport(tokens, MAX_NUM_SEQS, self.max_model_len)
+
+    async def init_engine(self) -> None:
+        log, layout = self.vlog, self.layout
+        quant = {"none": None, "int": "compressed-tensors"}.get(
+            self.spec.quant.method, self.spec.quant.method
+        )
+        for core in self.cores:
+            log.info(core, "core.py:644", "Waiting for init message from front-end.")
+            log.info(
+                core,
+                "core.py:77",
+                f"Initializing a V1 LLM engine (v{VLLM_VERSION}) with config: "
+                f"model={self.args.model_path!r}, speculative_config=None, tokenizer={self.args.model_path!r}, "
+                f"dtype=torch.bfloat16, max_seq_len={self.max_model_len}, tensor_parallel_size={layout.tp}, "
+                f"pipeline_parallel_size={layout.pp}, data_parallel_size={layout.dp}, "
+                f"quantization={quant}, enforce_eager=False, seed=0",
+            )
+            if layout.tp * layout.pp > 1:
+                log.line(
+                    core,
+                    "WARNING",
+                    "multiproc_executor.py:720",
+                    "Reducing Torch parallelism from 16 "
+                    "threads to 1 to avoid unnecessary CPU contention. Set OMP_NUM_THREADS in the external "
+                    "environment to tune this value as needed.",
+                )
+        await self.at(self.t + 4.5)
+        world = len(self.ranks)
+        for rank, worker in zip(self.ranks, self.workers, strict=True):
+            log.info(
+                worker,
+                "parallel_state.py:1208",
+                f"rank {rank.index} in world size {world} is assigned as "
+                f"DP rank {rank.dp_rank or 0}, PP rank {rank.pp_rank}, TP rank {rank.tp_rank}, "
+                f"EP rank {rank.ep_rank}",
+            )
+        if self.missing_device:
+            rank = self.missing_device[0]
+            worker = self.workers[self.ranks.index(rank)]
+            log.line(worker, "ERROR", "multiproc_executor.py:597", "WorkerProc failed to start.")
+            log.line(
+                worker,
+                "ERROR",
+                "multiproc_executor.py:597",
+                "RuntimeError: CUDA error: invalid device ordinal",
+            )
+            fail.workers_failed(log, self._core_of(rank))
+            raise self._die()
+        self.check_free_memory()
+        nccl_rng = layout_rng(self.layout, "nccl")
+        for mem in self.memories:
+            mem.nccl_bytes = nccl_buffer_bytes(self.layout, nccl_rng)
+        if world > 1:
+            log.raw(
+                self.workers[0],
+                f"{self.args.host}:{self.workers[0].pid}:{self.workers[0].pid} [0] NCCL INFO "
+                "Call to bind failed: Address already in use",
+            )
+            log.info(self.workers[0], "pynccl.py:103", "vLLM is using nccl==2.27.3")
+        self.sync_ledger()
+
+    def check_free_memory(self) -> None:
+        """vLLM refuses to start when another process already holds what the utilization asks for."""
+        other = self.others_bytes()
+        util = self.args.gpu_memory_utilization
+        for rank, mem, worker in zip(self.ranks, self.memories, self.workers, strict=True):
+            mem.other_bytes = other.get(mem.gpu, 0)
+            if mem.free_bytes < util * mem.capacity_bytes:
+                fail.memory_in_use(
+                    self.vlog,
+                    self._core_of(rank),
+                    worker,
+                    mem.free_bytes / GIB,
+                    mem.capacity_bytes / GIB,
+                    util,
+                )
+                raise self._die()
+
+    async def build_model(self) -> None:
+        log = self.vlog
+        await self.at(self.t + 0.8)
+        for worker in self.workers:
+            log.info(worker, "gpu_model_runner.py:2602", f"Starting to load model {self.args.model_path}...")
+        log.info(self.workers[0], "cuda.py:366", "Using Flash Attention backend on V1 engine.")
+        log.info(self.workers[0], "weight_utils.py:392", "Using model weights format ['*.safetensors']")
+        frag_rng = layout_rng(self.layout, "fragmentation")
+        loaders = []
+        for rank, mem in zip(self.ranks, self.memories, strict=True):
+            mem.reserved_unallocated_bytes = fragmentation_bytes(frag_rng)
+            plan = rank_load_plan(self.spec, self.layout, VLLM, rank.index)
+            loaders.append(RankLoader(rank, mem, plan, BUILD_RATE_BYTES_PER_S))
+        self.set_util(5, 15)
+        begin, tick, build_s = self.t, max(0.1, 0.01 / self.args.time_scale), 0.0
+        while any(build_s < ld.finish_s for ld in loaders):
+            build_s += tick
+            await self.at(begin + build_s)
+            events = [ev for ld in loaders if (ev := ld.advance(build_s)) is not None]
+            self.sync_ledger()
+            if events:
+                self.report_oom(sorted(events, key=lambda e: (e.at_s, e.rank.index)))
+                raise self._die()
+        self._weight_bytes = [ld.total_bytes for ld in loaders]
+
+    def report_oom(self, events: list[OomEvent]) -> None:
+        for event in events:
+            mem = self.memories[self.ranks.index(event.rank)]
+            message = cuda_oom_message(
+                gpu=event.rank.gpu,
+                tried_bytes=event.tried_bytes,
+                capacity_bytes=mem.capacity_bytes,
+                free_bytes=mem.free_bytes,
+                in_use_bytes=mem.in_use_bytes,
+                allocated_bytes=mem.allocated_bytes,
+                reserved_unallocated_bytes=mem.reserved_unallocated_bytes,
+                alloc_conf="PYTORCH_ALLOC_CONF",
+            )
+            moe = ".experts." in event.tensor_name
+            worker = self.workers[self.ranks.index(event.rank)]
+            if worker in self.cores:
+                fail.core_oom(self.vlog, worker, message, self.spec.model_type, moe)
+                return
+            fail.worker_oom(self.vlog, worker, message, self.spec.model_type, moe)
+        fail.workers_failed(self.vlog, self._core_of(events[0].rank))
+
+    async def load_checkpoint(self) -> None:
+        """Read the shards into the built model (no new memory)."""
+        log = self.vlog
+        rates = rank_rates(self.ranks, self.layout)
+        durations = [nbytes / rate for nbytes, rate in zip(self._weight_bytes, rates, strict=True)]
+        shards, begin = self.shard_count(), self.t
+        self.set_util(30, 48)
+        log.raw(self.workers[0], shard_progress(0, shards, 0.0))
+        steps = min(shards, 8)
+        for step in range(1, steps + 1):
+            elapsed = durations[0] * step / steps
+            await self.at(begin + elapsed)
+            log.raw(self.workers[0], shard_progress(shards * step // steps, shards, elapsed))
+        log.raw(self.workers[0])
+        await self.at(begin + max(durations))
+        for worker, nbytes, took in zip(self.workers, self._weight_bytes, durations, strict=True):
+            log.info(worker, "default_loader.py:267", f"Loading weights took {took:.2f} seconds")
+            log.info(
+                worker,
+                "gpu_model_runner.py:2653",
+                f"Model loading took {nbytes / GIB:.4f} GiB and {took + 1.6:.6f} seconds",
+            )
+        self.set_util(0, 3)
+        self.sync_ledger()
+
+    async def profile_and_kv_cache(self) -> int:
+        log, util = self.vlog, self.args.gpu_memory_utilization
+        worker0 = self.workers[0]
+        log.info(
+            worker0,
+            "backends.py:548",
+            "Using cache directory: /root/.cache/vllm/torch_compile_cache/"
+            f"{abs(hash(self.layout.name)) % 16**10:010x}/rank_0_0/backbone for vLLM's torch.compile",
+        )
+        self.set_util(60, 90)
+        self.sync_ledger()
+        await self.at(self.t + 5.9)
+        log.info(worker0, "monitor.py:34", "torch.compile takes 5.90 s in total")
+        await self.at(self.t + 1.0)
+        peak = vllm_activation_bytes(self.spec, self.layout)
+        cells, avail = [], []
+        for rank, mem in zip(self.ranks, self.memories, strict=True):
+            where = placement(self.spec, self.layout, VLLM, rank.index)
+            cells.append(kv_bytes_per_token(self.spec, where.end_layer - where.first_layer, where.attn_tp))
+            avail.append(int(util * mem.capacity_bytes - mem.in_use_bytes - peak))
+        for worker, kv in zip(self.workers, avail, strict=True):
+            log.info(worker, "gpu_worker.py:298", f"Available KV cache memory: {max(kv, 0) / GIB:.2f} GiB")
+        core = self.cores[0]
+        if self.args.fail == "kv" or min(avail) <= 0:
+            fail.no_cache_blocks(log, core)
+            raise self._die()
+        tokens = min(kv // cell for kv, cell in zip(avail, cells, strict=True)) // BLOCK_SIZE * BLOCK_SIZE
+        max_len = self.max_model_len
+        if tokens < max_len:
+            heaviest = max(cells)
+            fail.kv_below_max_len(log, core, max_len, max_len * heaviest / GIB, min(avail) / GIB, tokens)
+            raise self._die()
+        await self.at(self.t + 0.5)
+        for mem, cell in zip(self.memories, cells, strict=True):
+            mem.allocated_bytes += tokens * cell
+        self.sync_ledger()
+        for core in self.cores:
+            log.info(core, "kv_cache_utils.py:1087", f"GPU KV cache size: {tokens:,} tokens")
+            log.info(
+                core,
+                "kv_cache_utils.py:1091",
+                f"Maximum concurrency for {max_len:,} tokens per request: {tokens / max_len:.2f}x",
+            )
+        return tokens
+
+    async def cuda_graphs(self) -> None:
+        log = self.vlog
+        self.set_util(88, 97)
+        duration = 5.5 + self.rng.uniform(0, 1.0)
+        graph_bytes = [int((0.7 + self.rng.uniform(0, 0.3)) * GIB) for _ in self.memories]
+        begin, steps = self.t, 4
+        for step in range(1, steps + 1):
+            await self.at(begin + duration * step / steps)
+            for mem, nbytes in zip(self.memories, graph_bytes, strict=True):
+                mem.allocated_bytes += nbytes // steps
+            self.sync_ledger()
+            done = GRAPH_SIZES * step // steps
+            bar = capture_progress(0, 0.0, done, GRAPH_SIZES, duration * step / steps)
+            log.raw(
+                self.workers[0],
+                "Capturing CUDA graphs (mixed prefill-decode, PIECEWISE): " + bar.split(": ", 1)[1],
+            )
+        for worker, nbytes in zip(self.workers, graph_bytes, strict=True):
+            log.info(
+                worker,
+                "gpu_model_runner.py:3480",
+                f"Graph capturing finished in {round(duration)} secs, took {nbytes / GIB:.2f} GiB",
+            )
+        self.set_util(0, 2)
+        self.sync_ledger()

@@ -25,6 +25,7 @@ COMMANDS = {
     "demo": "console.commands.demo",
     "fit": "console.commands.fit",
     "triage": "console.commands.triage",
+    "fleet": "console.commands.fleet",
     "probe": "console.commands.probe",
 }
 

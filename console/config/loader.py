@@ -16,19 +16,21 @@ except ModuleNotFoundError:  # Python 3.11+ ships the same parser as tomllib
     import tomllib as toml  # type: ignore[no-redef]
 
 from console.config.fields import KeyLocator, Table, shown
+from console.config.fleet import parse_fleet
 from console.config.model import ConsoleConfig, HostConfig, SimConfig, UiConfig
 from console.config.services import DISPLAY_TEXT, parse_service
 from console.errors import ConfigError
 
 CONFIG_NAME = "hosts.toml"
-TOP_KEYS = ("console", "hosts")
+TOP_KEYS = ("console", "hosts", "fleet")
 CONSOLE_KEYS = ("theme", "line_cap", "history_s", "refresh_s", "readonly", "keys")
 SSH_KEYS = ("address", "user", "port", "identity", "known_hosts", "ssh_config", "trust_on_first_use",
             "connect_timeout_s")
-HOST_KEYS = ("transport", *SSH_KEYS, "gpus", "gpu_count", "gpu_mem_gib", "time_scale", "sim", "services")
+HOST_KEYS = ("transport", *SSH_KEYS, "gpus", "dcgm_url", "gpu_count", "gpu_mem_gib", "time_scale", "sim", "services")
 SIM_KEYS = ("gpu_count", "gpu_total_mib", "gpu_name", "time_scale")
 TRANSPORTS = ("ssh", "local", "sim")
-GPU_SOURCES = {"ssh": ("nvidia-smi", "none"), "local": ("nvidia-smi", "nvml", "none"), "sim": ("sim", "none")}
+GPU_SOURCES = {"ssh": ("nvidia-smi", "dcgm", "none"), "local": ("nvidia-smi", "nvml", "dcgm", "none"),
+               "sim": ("sim", "none")}
 
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 # ssh reads a leading "-" as an option and "@" or whitespace as syntax: refuse them outright.
@@ -37,6 +39,7 @@ USER = re.compile(r"[A-Za-z0-9_.][A-Za-z0-9_.-]{0,63}")
 THEME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
 ACTION_ID = re.compile(r"[A-Za-z0-9_.:-]+")
 KEY_SPEC = re.compile(r"[^\s\x00-\x1f\x7f]+")
+HTTP_URL = re.compile(r"https?://[^\s\x00-\x1f\x7f/@]+(/[^\s\x00-\x1f\x7f]*)?")
 
 
 def demo_config_path() -> Path:
@@ -94,7 +97,9 @@ def parse_config(data: bytes, label: str, *, base_dir: Path, resolved: Path | No
         raise ConfigError(label, None, "no hosts defined: add a [hosts.NAME] table")
     console = root.table("console")
     ui = _parse_console(console) if console is not None else UiConfig()
-    return ConsoleConfig(path=resolved or base_dir / label, hosts=hosts, ui=ui)
+    fleet = root.table("fleet")
+    return ConsoleConfig(path=resolved or base_dir / label, hosts=hosts, ui=ui,
+                         fleet=parse_fleet(fleet) if fleet is not None else None)
 
 
 def _decode(data: bytes, label: str) -> str:
@@ -166,6 +171,7 @@ def _parse_host(table: Table, name: str, base_dir: Path) -> HostConfig:
         port=table.integer("port", minimum=1, maximum=65535),
         identity=_local_path(table, "identity", base_dir),
         gpus=gpus,  # type: ignore[arg-type]
+        dcgm_url=_dcgm_url(table, gpus),
         gpu_mem_gib=table.number("gpu_mem_gib", above=0.0, maximum=10_000.0),
         gpu_count=sim.gpu_count if sim else table.integer("gpu_count", minimum=1, maximum=1024),
         known_hosts=_local_path(table, "known_hosts", base_dir),
@@ -176,6 +182,14 @@ def _parse_host(table: Table, name: str, base_dir: Path) -> HostConfig:
         services=tuple(services),
         line=table.line,
     )
+
+
+def _dcgm_url(table: Table, gpus: str | None) -> str:
+    default = HostConfig(name="-").dcgm_url
+    url = table.text("dcgm_url", default, pattern=HTTP_URL, describe="an http(s) URL")
+    if table.has("dcgm_url") and gpus != "dcgm":
+        raise table.error("dcgm_url", 'only with gpus = "dcgm"')
+    return url or default
 
 
 def _parse_sim(host: Table) -> SimConfig:

@@ -119,7 +119,9 @@ class HostConfig:
     port: int | None = None
     identity: str | None = None
     gpus: str = "nvidia-smi"
-    """GPU source: "nvidia-smi", "nvml", "sim" or "none"."""
+    """GPU source: "nvidia-smi", "nvml", "dcgm", "sim" or "none"."""
+    dcgm_url: str = "http://127.0.0.1:9400/metrics"
+    """dcgm-exporter's metrics as the host itself reaches them (through the SSH connection for ssh hosts)."""
     gpu_mem_gib: float | None = None
     """Per-GPU capacity as PyTorch reports it, for fit checks when no sample is at hand."""
     gpu_count: int | None = None
@@ -157,12 +159,39 @@ class UiConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class FleetConfig:
+    """The `[fleet]` table: read the fleet overview from Prometheus instead of polling every host.
+
+    Credentials never live here: see `console.hosts.prometheus` (environment or netrc).
+    """
+
+    prometheus: str
+    """Base URL of the Prometheus HTTP API, e.g. http://prometheus:9090."""
+    host_label: str = "instance"
+    """The label that names the host on every series (dcgm-exporter's and the engines')."""
+    host_regex: str | None = None
+    """A regex whose group `host` (or first group) picks the host out of the label; None keeps it whole."""
+    strip_port: bool = True
+    """Drop a trailing `:PORT` from the label (`gpu-07:9400` -> `gpu-07`) before matching."""
+    timeout_s: float = 5.0
+    stale_after_s: float = 60.0
+    """A host whose newest sample is older than this shows as stale, with its age."""
+    rate_window_s: int = 60
+    """The rate() window for token counters; at least 4 scrape intervals."""
+    seen_window_s: int = 3600
+    """How far back the age of a host that stopped reporting is looked up."""
+    line: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class ConsoleConfig:
     """The whole file."""
 
     path: Path
     hosts: tuple[HostConfig, ...] = ()
     ui: UiConfig = field(default_factory=UiConfig)
+    fleet: FleetConfig | None = None
+    """None: the fleet overview polls each host over its own connection."""
 
     def host(self, name: str | None) -> HostConfig | None:
         """The named host, or the only one when `name` is None."""

@@ -31,6 +31,9 @@ class GpuSample:
     util_pct: int | None = None
     temp_c: int | None = None
     pci_bus_id: str | None = None
+    power_w: float | None = None
+    xid: int | None = None
+    """The last Xid error the driver reported for this GPU (dcgm-exporter); None when none or unknown."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,6 +139,7 @@ class FindingClass(enum.StrEnum):
     ILLEGAL_MEMORY_ACCESS = "illegal_memory_access"
     WEIGHT_LOAD_ERROR = "weight_load_error"
     UNIT_FAILED = "unit_failed"
+    GPU_XID = "gpu_xid"
     TRACEBACK = "traceback"  # an unclassified Python traceback's final exception line
 
 

@@ -22,6 +22,7 @@ from console.hosts.base import (
     SampledGpuSource,
     Transport,
 )
+from console.hosts.dcgm import DcgmSource
 from console.hosts.gpus import NvidiaSmiSource
 from console.hosts.health import HttpHealthProbe
 from console.hosts.local import LocalTransport
@@ -124,6 +125,12 @@ def _gpu_source(cfg: HostConfig, transport: Transport) -> GpuSource:
         return NvmlSource()
     if cfg.gpus == "none":
         return NoGpuSource()
+    if cfg.gpus == "dcgm":
+        forward = None
+        if isinstance(transport, SshTransport):  # the exporter listens on the host: reach it over SSH
+            parts = urlsplit(cfg.dcgm_url)
+            forward = SshPortForward(transport, parts.hostname or "127.0.0.1", parts.port or 80)
+        return DcgmSource(cfg.dcgm_url, host=cfg.name, forward=forward)
     raise UsageError(f"host {cfg.name}: gpus = {cfg.gpus!r} is not available for transport {cfg.transport!r}")
 
 
@@ -162,7 +169,7 @@ def build_remote_host(cfg: HostConfig) -> Host:
         probe = HttpHealthProbe(svc.url, svc.engine, forward=forward)
         probes[svc.name] = probe
         closers.append(probe.close)
-    if isinstance(gpus, NvmlSource):
+    if isinstance(gpus, (NvmlSource, DcgmSource)):
         closers.append(gpus.close)
     # Host.close runs closers in reverse: probes and forwards first, the connection last.
     closers.insert(0, transport.close)

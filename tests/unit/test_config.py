@@ -180,7 +180,7 @@ BROKEN = {
     "bad-host-name": ('[hosts."a b".services.s] #<\nengine = "sglang"\n', 'hosts."a b": host names use'),
     "transport": ('[hosts.h]\ntransport = "telnet" #<\n' + SERVICE, 'hosts.h.transport: expected one of "ssh", "local", "sim", got \'telnet\''),
     "address-option": ('[hosts.h]\naddress = "-oProxyCommand=x" #<\n' + SERVICE, "hosts.h.address: '-oProxyCommand=x' is not a host name"),
-    "nvml-over-ssh": ('[hosts.h]\ngpus = "nvml" #<\n' + SERVICE, 'hosts.h.gpus: expected one of "nvidia-smi", "none"'),
+    "nvml-over-ssh": ('[hosts.h]\ngpus = "nvml" #<\n' + SERVICE, 'hosts.h.gpus: expected one of "nvidia-smi", "dcgm", "none"'),
     "sim-table-on-ssh": ('[hosts.h.sim] #<\ngpu_count = 2\n' + SERVICE, 'hosts.h.sim: only for transport = "sim"'),
     "ssh-key-on-local": ('[hosts.h]\ntransport = "local"\nuser = "x" #<\n' + SERVICE, 'hosts.h.user: only for transport = "ssh"'),
     "missing-engine": ('[hosts.h.services.s] #<\nurl = "http://127.0.0.1:1"\n', "hosts.h.services.s.engine: required key missing"),

@@ -1,0 +1,95 @@
+"""The fleet's PromQL: every figure of every host in one instant query, grouped by the host label.
+
+Each figure is one aggregation `by (LABEL)`, tagged with a `sc_field` label through `label_replace`, and
+the figures are joined with `or` (their label sets never collide, so every series comes back). The
+sample times come from `timestamp()` of the raw series (an instant query's own timestamps are its
+evaluation time), and a subquery over `seen_window_s` finds when a host that stopped reporting was
+last seen, so its row shows an age instead of zeros.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from console.config import FleetConfig
+
+FIELD_LABEL = "sc_field"
+DCGM_USED = "DCGM_FI_DEV_FB_USED"
+DCGM_FREE = "DCGM_FI_DEV_FB_FREE"
+BUSY_MIB = 1024  # a GPU holding more than this holds a model (the SSH fleet's rule too)
+#: The engines' names for each figure: SGLang's, vLLM's, and vLLM's older name where it has one.
+RUNNING = ("sglang:num_running_reqs", "vllm:num_requests_running")
+WAITING = ("sglang:num_queue_reqs", "vllm:num_requests_waiting")
+KV_USAGE = ("sglang:token_usage", "vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")
+GENERATION = ("sglang:generation_tokens_total", "vllm:generation_tokens_total")
+
+
+def _names(names: Iterable[str]) -> str:
+    return '{__name__=~"' + "|".join(names) + '"}'
+
+
+def field_exprs(cfg: FleetConfig) -> dict[str, str]:
+    """Field name -> PromQL aggregated by the host label."""
+    by = f"by ({cfg.host_label})"
+    window, step = f"{cfg.seen_window_s}s", f"{max(15, min(60, cfg.seen_window_s // 60))}s"
+    return {
+        "up": f"min {by} (up)",
+        "targets": f"count {by} (up)",
+        "targets_up": f"sum {by} (up)",
+        "gpus_used_mib": f"sum {by} ({DCGM_USED})",
+        "gpus_total_mib": f"sum {by} ({DCGM_USED} + {DCGM_FREE})",
+        "gpu_count": f"count {by} ({DCGM_USED})",
+        "gpus_busy": f"sum {by} ({DCGM_USED} > bool {BUSY_MIB})",
+        "gpus_ts": f"max {by} (timestamp({DCGM_USED}))",
+        "gpus_seen": f"max {by} (max_over_time(timestamp({DCGM_USED})[{window}:{step}]))",
+        "running_requests": f"sum {by} ({_names(RUNNING)})",
+        "waiting_requests": f"sum {by} ({_names(WAITING)})",
+        "kv_cache_usage": f"max {by} ({_names(KV_USAGE)})",
+        "generation_tokens_per_s": f"sum {by} (rate({_names(GENERATION)}[{cfg.rate_window_s}s]))",
+        "engine_ts": f"max {by} (timestamp({_names(RUNNING)}))",
+        "engine_seen": f"max {by} (max_over_time(timestamp({_names(RUNNING)})[{window}:{step}]))",
+    }
+
+
+def fleet_query(cfg: FleetConfig) -> str:
+    """The one instant query that reads every field for every host."""
+    parts = [f'label_replace({expr}, "{FIELD_LABEL}", "{name}", "", "")' for name, expr in field_exprs(cfg).items()]
+    return " or ".join(parts)
+
+
+def _min(a: float, b: float) -> float:
+    return min(a, b)
+
+
+def _max(a: float, b: float) -> float:
+    return max(a, b)
+
+
+def _sum(a: float, b: float) -> float:
+    return a + b
+
+
+#: How two label values that map to one host (gpu-07:9400 and gpu-07:8000) combine, per field.
+COMBINE: dict[str, Callable[[float, float], float]] = {
+    "up": _min,
+    "kv_cache_usage": _max,
+    "gpus_ts": _max,
+    "gpus_seen": _max,
+    "engine_ts": _max,
+    "engine_seen": _max,
+}
+
+
+@dataclass
+class HostFigures:
+    """The fields that came back for one host, merged over its label values."""
+
+    label_values: set[str]
+    fields: dict[str, float]
+
+    def add(self, label_value: str, field: str, value: float) -> None:
+        self.label_values.add(label_value)
+        if field in self.fields:
+            value = COMBINE.get(field, _sum)(self.fields[field], value)
+        self.fields[field] = value

@@ -1,0 +1,109 @@
+"""[fleet]: the Prometheus URL, label mapping and auth that never comes from the file."""
+
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+
+import pytest
+
+from console.config import FleetConfig, HostConfig, parse_config
+from console.errors import ConfigError, HostError
+from console.hosts.prometheus import auth_headers, parse_vector
+from console.ops.fleet import HostMapper
+from console.ops.fleet_query import fleet_query
+
+HOST = """
+[hosts.gpu-07]
+[hosts.gpu-07.services.llm]
+engine = "sglang"
+url = "http://127.0.0.1:30000"
+mapping = "template"
+template = "sglang@.service"
+layouts = ["TP8"]
+"""
+
+
+def _parse(fleet: str):
+    return parse_config((fleet + HOST).encode(), "hosts.toml", base_dir=Path("."))
+
+
+def test_fleet_table_parses_with_defaults() -> None:
+    assert _parse("").fleet is None
+    cfg = _parse('[fleet]\nprometheus = "http://prom.example:9090/"\n').fleet
+    assert cfg == FleetConfig(prometheus="http://prom.example:9090", line=1)
+    full = _parse('[fleet]\nprometheus = "https://thanos/prom"\nhost_label = "Hostname"\n'
+                  'host_regex = "^(?P<host>[^.]+)"\nstrip_port = false\nstale_after_s = 30\n').fleet
+    assert (full.host_label, full.host_regex, full.strip_port, full.stale_after_s) == (
+        "Hostname", "^(?P<host>[^.]+)", False, 30.0)
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ('prometheus = "http://u:secret@prom:9090"', "hosts.toml:2: fleet.prometheus: credentials do not belong"),
+    ('prometheus = "prom:9090"', "hosts.toml:2: fleet.prometheus: expected an http(s) URL"),
+    ('prometheus = "http://prom"\nhost_regex = "([a-z"', "hosts.toml:3: fleet.host_regex: not a regular expression"),
+    ('prometheus = "http://prom"\nhost_regex = "^gpu"', "hosts.toml:3: fleet.host_regex: needs a group"),
+    ('prometheus = "http://prom"\nhost_label = "in-stance"', "hosts.toml:3: fleet.host_label: 'in-stance' is not"),
+    ('prometheus = "http://prom"\ntoken = "x"', "hosts.toml:3: fleet.token: unknown key"),
+    ('host_label = "instance"', "fleet.prometheus: required key missing"),
+])
+def test_bad_fleet_tables_are_one_line_errors(text: str, message: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        _parse("[fleet]\n" + text + "\n")
+    assert str(err.value).startswith(message) or message in str(err.value), str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_auth_comes_from_the_environment_then_netrc(tmp_path: Path) -> None:
+    url = "https://prom.example:9090"
+    assert auth_headers(url, {"HOME": str(tmp_path)}) == {}
+    netrc = tmp_path / ".netrc"
+    netrc.write_text("machine prom.example login ops password s3cret\n")
+    netrc.chmod(0o600)
+    basic = "Basic " + base64.b64encode(b"ops:s3cret").decode()
+    assert auth_headers(url, {"HOME": str(tmp_path)}) == {"Authorization": basic}
+    assert auth_headers("http://other:9090", {"HOME": str(tmp_path)}) == {}
+    env = {"HOME": str(tmp_path), "SERVE_CONSOLE_PROMETHEUS_TOKEN": "tok"}
+    assert auth_headers(url, env) == {"Authorization": "Bearer tok"}
+    env["SERVE_CONSOLE_PROMETHEUS_AUTHORIZATION"] = "Basic abc"
+    assert auth_headers(url, env) == {"Authorization": "Basic abc"}
+    broken = tmp_path / "broken"
+    broken.write_text("login x\n")
+    with pytest.raises(HostError, match="cannot read"):
+        auth_headers(url, {"NETRC": str(broken)})
+
+
+def test_host_mapper_regex_port_and_addresses() -> None:
+    hosts = [HostConfig(name="alpha", address="10.0.0.7"), HostConfig(name="gpu-08")]
+    mapper = HostMapper(FleetConfig(prometheus="http://p"), hosts)
+    assert mapper.host("10.0.0.7:9400") == "alpha"
+    assert mapper.host("GPU-08:8000") == "gpu-08"
+    assert mapper.host("[fd00::9]:9400") == "fd00::9"
+    assert mapper.host("gpu-99") == "gpu-99"
+    regex = HostMapper(FleetConfig(prometheus="http://p", host_regex=r"^(?P<host>[^.]+)\.dc1", strip_port=False))
+    assert regex.host("gpu-12.dc1.example:9400") == "gpu-12"
+    assert regex.host("gpu-12.dc2.example:9400") is None
+    whole = HostMapper(FleetConfig(prometheus="http://p", strip_port=False))
+    assert whole.host("gpu-12:9400") == "gpu-12:9400"
+
+
+def test_one_query_covers_both_engines_names_and_the_label() -> None:
+    query = fleet_query(FleetConfig(prometheus="http://p", host_label="Hostname", rate_window_s=120))
+    for name in ("sglang:num_running_reqs", "vllm:num_requests_running", "vllm:gpu_cache_usage_perc",
+                 "sglang:generation_tokens_total", "DCGM_FI_DEV_FB_FREE", "[120s]", "by (Hostname)"):
+        assert name in query
+    assert "by (instance)" not in query
+
+
+def test_vector_answers_and_errors() -> None:
+    doc = {"status": "success", "data": {"resultType": "vector", "result": [
+        {"metric": {"instance": "a"}, "value": [10.5, "3"]},
+        {"metric": {"instance": "b"}, "value": [10.5, "NaN"]},
+        {"metric": {"instance": "c"}, "value": "garbage"},
+    ]}}
+    (only,) = parse_vector(doc, "prometheus x")
+    assert (only.labels, only.value, only.evaluated_at) == ({"instance": "a"}, 3.0, 10.5)
+    with pytest.raises(HostError, match=r"query refused \(bad_data\): parse error"):
+        parse_vector({"status": "error", "errorType": "bad_data", "error": "parse error"}, "prometheus x")
+    with pytest.raises(HostError, match="expected an instant vector, got 'matrix'"):
+        parse_vector({"status": "success", "data": {"resultType": "matrix", "result": []}}, "prometheus x")

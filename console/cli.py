@@ -27,6 +27,7 @@ COMMANDS = {
     "triage": "console.commands.triage",
     "fleet": "console.commands.fleet",
     "probe": "console.commands.probe",
+    "results": "console.commands.results",
 }
 
 

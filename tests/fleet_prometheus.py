@@ -153,9 +153,15 @@ def backfill(fleet: SyntheticFleet, data_dir: Path) -> float:
     return time.perf_counter() - started
 
 
+@dataclass(frozen=True)
+class RunningPrometheus:
+    url: str
+    pid: int
+
+
 @contextlib.contextmanager
-def prometheus_server(data_dir: Path, *, timeout_s: float = 60.0) -> Iterator[str]:
-    """Run `prometheus` on `data_dir` on a free loopback port (not the system service); yields its URL."""
+def prometheus_server(data_dir: Path, *, timeout_s: float = 60.0) -> Iterator[RunningPrometheus]:
+    """Run `prometheus` on `data_dir` on a free loopback port (not the system service)."""
     config = data_dir.parent / "prometheus.yml"
     config.write_text("global:\n  scrape_interval: 15s\nscrape_configs: []\n")
     port = free_port()
@@ -178,7 +184,7 @@ def prometheus_server(data_dir: Path, *, timeout_s: float = 60.0) -> Iterator[st
             if time.monotonic() > deadline:
                 raise RuntimeError(f"prometheus not ready after {timeout_s:g} s: {_tail(data_dir.parent / 'prometheus.log')}")
             time.sleep(0.1)
-        yield url
+        yield RunningPrometheus(url, proc.pid)
     finally:
         proc.terminate()
         try:

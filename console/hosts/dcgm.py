@@ -19,6 +19,7 @@ from console.domain.models import GpuSample, GpuSnapshot
 from console.errors import HostError
 from console.hosts.base import SampledGpuSource
 from console.hosts.health import LocalForward
+from console.hosts.prometheus import read_limited
 
 DEFAULT_URL = "http://127.0.0.1:9400/metrics"
 #: dcgm field -> GpuSample attribute; FB_FREE only serves to compute the total.
@@ -133,7 +134,7 @@ class DcgmSource(SampledGpuSource):
         where = f"dcgm-exporter at {self.url} on {self.host}"
         try:
             async with self._client().get(await self._target(), allow_redirects=False) as resp:
-                body = await resp.content.read(_BODY_LIMIT_BYTES + 1)
+                body = await read_limited(resp, _BODY_LIMIT_BYTES)
                 if resp.status != 200:
                     raise HostError(self.host, f"{where} answered HTTP {resp.status}")
         except TimeoutError:

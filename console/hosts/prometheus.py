@@ -63,6 +63,17 @@ def auth_headers(url: str, environ: Mapping[str, str] | None = None) -> dict[str
     return {"Authorization": "Basic " + base64.b64encode(pair).decode("ascii")}
 
 
+async def read_limited(resp: aiohttp.ClientResponse, limit_bytes: int) -> bytes:
+    """The body, or its first `limit_bytes` + 1 bytes when it is longer (so the caller can refuse it)."""
+    chunks, size = [], 0
+    async for chunk in resp.content.iter_chunked(1 << 16):
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > limit_bytes:
+            break
+    return b"".join(chunks)
+
+
 def _number(text: object) -> float | None:
     """A sample value ("1", "NaN", "+Inf") as a finite float, or None."""
     try:
@@ -131,7 +142,7 @@ class PrometheusClient:
             form["time"] = f"{at:.3f}"
         try:
             async with self._client().post(self.url + "/api/v1/query", data=form) as resp:
-                body = await resp.content.read(_BODY_LIMIT_BYTES + 1)
+                body = await read_limited(resp, _BODY_LIMIT_BYTES)
                 status = resp.status
         except TimeoutError:
             raise HostError(self.label, f"timed out after {self.timeout_s:g} s") from None

@@ -1,7 +1,8 @@
-"""The fleet's PromQL: every figure of every host in one instant query, grouped by the host label.
+"""The fleet's PromQL: every figure of every host in three instant queries, grouped by the host label.
 
 Each figure is one aggregation `by (LABEL)`, tagged with a `sc_field` label through `label_replace`, and
-the figures are joined with `or` (their label sets never collide, so every series comes back). The
+the figures of a group are joined with `or` (their label sets never collide, so every series comes
+back). The three groups (GPUs, engines and `up`, last seen) go out at once. The
 sample times come from `timestamp()` of the raw series (an instant query's own timestamps are its
 evaluation time), and a subquery over `seen_window_s` finds when a host that stopped reporting was
 last seen, so its row shows an age instead of zeros.
@@ -17,6 +18,7 @@ from console.config import FleetConfig
 FIELD_LABEL = "sc_field"
 DCGM_USED = "DCGM_FI_DEV_FB_USED"
 DCGM_FREE = "DCGM_FI_DEV_FB_FREE"
+SEEN_STEP_S = 120
 BUSY_MIB = 1024  # a GPU holding more than this holds a model (the SSH fleet's rule too)
 #: The engines' names for each figure: SGLang's, vLLM's, and vLLM's older name where it has one.
 RUNNING = ("sglang:num_running_reqs", "vllm:num_requests_running")
@@ -29,33 +31,45 @@ def _names(names: Iterable[str]) -> str:
     return '{__name__=~"' + "|".join(names) + '"}'
 
 
-def field_exprs(cfg: FleetConfig) -> dict[str, str]:
-    """Field name -> PromQL aggregated by the host label."""
+def field_exprs(cfg: FleetConfig) -> dict[str, dict[str, str]]:
+    """Query group -> field name -> PromQL aggregated by the host label.
+
+    The groups are sent as concurrent HTTP calls: Prometheus evaluates one query on one core.
+    """
     by = f"by ({cfg.host_label})"
-    window, step = f"{cfg.seen_window_s}s", f"{max(15, min(60, cfg.seen_window_s // 60))}s"
+    # A subquery step below the server's look-back (5 min by default) finds the exact last sample.
+    window, step = f"{cfg.seen_window_s}s", f"{min(SEEN_STEP_S, cfg.seen_window_s)}s"
     return {
-        "up": f"min {by} (up)",
-        "targets": f"count {by} (up)",
-        "targets_up": f"sum {by} (up)",
-        "gpus_used_mib": f"sum {by} ({DCGM_USED})",
-        "gpus_total_mib": f"sum {by} ({DCGM_USED} + {DCGM_FREE})",
-        "gpu_count": f"count {by} ({DCGM_USED})",
-        "gpus_busy": f"sum {by} ({DCGM_USED} > bool {BUSY_MIB})",
-        "gpus_ts": f"max {by} (timestamp({DCGM_USED}))",
-        "gpus_seen": f"max {by} (max_over_time(timestamp({DCGM_USED})[{window}:{step}]))",
-        "running_requests": f"sum {by} ({_names(RUNNING)})",
-        "waiting_requests": f"sum {by} ({_names(WAITING)})",
-        "kv_cache_usage": f"max {by} ({_names(KV_USAGE)})",
-        "generation_tokens_per_s": f"sum {by} (rate({_names(GENERATION)}[{cfg.rate_window_s}s]))",
-        "engine_ts": f"max {by} (timestamp({_names(RUNNING)}))",
-        "engine_seen": f"max {by} (max_over_time(timestamp({_names(RUNNING)})[{window}:{step}]))",
+        "gpus": {
+            "gpus_used_mib": f"sum {by} ({DCGM_USED})",
+            "gpus_total_mib": f"sum {by} ({DCGM_USED} + {DCGM_FREE})",
+            "gpu_count": f"count {by} ({DCGM_USED})",
+            "gpus_busy": f"sum {by} ({DCGM_USED} > bool {BUSY_MIB})",
+            "gpus_ts": f"max {by} (timestamp({DCGM_USED}))",
+        },
+        "engines": {
+            "up": f"min {by} (up)",
+            "targets": f"count {by} (up)",
+            "targets_up": f"sum {by} (up)",
+            "running_requests": f"sum {by} ({_names(RUNNING)})",
+            "waiting_requests": f"sum {by} ({_names(WAITING)})",
+            "kv_cache_usage": f"max {by} ({_names(KV_USAGE)})",
+            "generation_tokens_per_s": f"sum {by} (rate({_names(GENERATION)}[{cfg.rate_window_s}s]))",
+            "engine_ts": f"max {by} (timestamp({_names(RUNNING)}))",
+        },
+        "seen": {
+            "gpus_seen": f"max {by} (max_over_time(timestamp({DCGM_USED})[{window}:{step}]))",
+            "engine_seen": f"max {by} (max_over_time(timestamp({_names(RUNNING)})[{window}:{step}]))",
+        },
     }
 
 
-def fleet_query(cfg: FleetConfig) -> str:
-    """The one instant query that reads every field for every host."""
-    parts = [f'label_replace({expr}, "{FIELD_LABEL}", "{name}", "", "")' for name, expr in field_exprs(cfg).items()]
-    return " or ".join(parts)
+def fleet_queries(cfg: FleetConfig) -> list[str]:
+    """The few instant queries (one per group) that read every field for every host."""
+    return [
+        " or ".join(f'label_replace({expr}, "{FIELD_LABEL}", "{name}", "", "")' for name, expr in group.items())
+        for group in field_exprs(cfg).values()
+    ]
 
 
 def _min(a: float, b: float) -> float:

@@ -11,7 +11,7 @@ from console.config import FleetConfig, HostConfig, parse_config
 from console.errors import ConfigError, HostError
 from console.hosts.prometheus import auth_headers, parse_vector
 from console.ops.fleet import HostMapper
-from console.ops.fleet_query import fleet_query
+from console.ops.fleet_query import fleet_queries
 
 HOST = """
 [hosts.gpu-07]
@@ -87,8 +87,10 @@ def test_host_mapper_regex_port_and_addresses() -> None:
     assert whole.host("gpu-12:9400") == "gpu-12:9400"
 
 
-def test_one_query_covers_both_engines_names_and_the_label() -> None:
-    query = fleet_query(FleetConfig(prometheus="http://p", host_label="Hostname", rate_window_s=120))
+def test_the_queries_cover_both_engines_names_and_the_label() -> None:
+    queries = fleet_queries(FleetConfig(prometheus="http://p", host_label="Hostname", rate_window_s=120))
+    assert len(queries) == 3  # GPUs, engines and up, last seen: a few HTTP calls, not one per host
+    query = " ".join(queries)
     for name in ("sglang:num_running_reqs", "vllm:num_requests_running", "vllm:gpu_cache_usage_perc",
                  "sglang:generation_tokens_total", "DCGM_FI_DEV_FB_FREE", "[120s]", "by (Hostname)"):
         assert name in query

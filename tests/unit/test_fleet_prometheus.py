@@ -37,8 +37,8 @@ def fleet_prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple
     fleet = SyntheticFleet(hosts=12, end=time.time() - 2)
     data = tmp_path_factory.mktemp("prometheus") / "data"
     backfill(fleet, data)
-    with prometheus_server(data) as url:
-        yield fleet, url
+    with prometheus_server(data) as server:
+        yield fleet, server.url
 
 
 def _host(name: str, address: str | None = None) -> HostConfig:

@@ -1,0 +1,122 @@
+"""Fleet refresh through a real Prometheus for hundreds of hosts, against what the SSH path would cost.
+
+    .venv/bin/python bench/fleet.py                        # 500 hosts x 8 GPUs, 30 refreshes
+    SERVE_CONSOLE_FLEET_HOSTS=1000 SERVE_CONSOLE_FLEET_REFRESHES=50 .venv/bin/python bench/fleet.py
+
+Needs Debian's `prometheus` package (prometheus + promtool). The fleet is synthetic and backfilled
+(tests/fleet_prometheus.py): per host, dcgm-exporter's FB used/free and util for 8 GPUs, `up` for two
+targets and one engine's running/waiting/KV/generation counter, 15 s apart over 15 minutes, with a
+stale, a lagging, a down and a restarted host among them. Prometheus runs on loopback with a
+temporary TSDB (not the system service). A refresh is what the fleet screen and `fleet --json` do:
+three concurrent instant queries for every figure of every host at the server's now, and every host's row built
+and turned into its JSON line. Measured per refresh: wall time, the console's own CPU time (this
+process), and the Prometheus server's CPU time (from /proc).
+
+Baseline: the SSH path, from bench/fanout.py's cost per host (a status cycle over persistent
+connections, GPUs from the `nvidia-smi -lms` stream), scaled linearly to the same host count. It reads
+SERVE_CONSOLE_FANOUT_JSON (a file holding fanout's last line) when given, else the figures recorded in
+docs/benchmarks.md. The last line is one JSON object.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "tests"))
+
+from fleet_prometheus import SyntheticFleet, backfill, missing_reason, prometheus_server  # noqa: E402
+
+from console.config import FleetConfig, HostConfig  # noqa: E402
+from console.ops.fleet import PrometheusFleet  # noqa: E402
+from console.ops.fleet_query import fleet_queries  # noqa: E402
+
+#: bench/fanout.py's recorded run (docs/benchmarks.md): 8 test hosts, console cycle median 54.6 ms,
+#: the seed's one-ssh-process-per-command cycle 2,470 ms.
+FANOUT_RECORDED = {"hosts": 8, "console_median_s": 0.0546, "ssh_per_command_median_s": 2.47}
+
+
+def fanout_baseline() -> tuple[dict, str]:
+    path = os.environ.get("SERVE_CONSOLE_FANOUT_JSON")
+    if not path:
+        return FANOUT_RECORDED, "docs/benchmarks.md (recorded bench/fanout.py run)"
+    lines = Path(path).read_text().strip().splitlines()
+    return json.loads(lines[-1]), path
+
+
+def _cpu_s(pid: int) -> float:
+    """utime + stime of a process, from /proc (clock ticks -> seconds)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def measure(url: str, server_pid: int, names: list[str], refreshes: int) -> dict[str, list[float]]:
+    hosts = [HostConfig(name=n) for n in names]  # as listed in hosts.toml: mapped, never connected
+    fleet = PrometheusFleet(FleetConfig(prometheus=url), hosts)
+    out: dict[str, list[float]] = {"wall": [], "cpu": [], "server_cpu": []}
+    try:
+        for _ in range(3):  # warm-up: connection, Prometheus caches
+            await fleet.rows()
+        rows: list = []
+        for _ in range(refreshes):
+            server_before, cpu_before, started = _cpu_s(server_pid), time.process_time(), time.perf_counter()
+            rows = await fleet.rows()
+            lines = [json.dumps(r.to_json()) for r in rows]
+            out["wall"].append(time.perf_counter() - started)
+            out["cpu"].append(time.process_time() - cpu_before)
+            out["server_cpu"].append(_cpu_s(server_pid) - server_before)
+        assert len(lines) == len(names), (len(lines), len(names))
+        out["stale"] = [float(sum(1 for r in rows if r.stale))]
+    finally:
+        await fleet.close()
+    return out
+
+
+def main() -> int:
+    if (reason := missing_reason()) is not None:
+        sys.exit(f"fleet: {reason}")
+    count = int(os.environ.get("SERVE_CONSOLE_FLEET_HOSTS", "500"))
+    refreshes = int(os.environ.get("SERVE_CONSOLE_FLEET_REFRESHES", "30"))
+    with tempfile.TemporaryDirectory(prefix="serve-console-fleet-") as tmp:
+        synthetic = SyntheticFleet(hosts=count, end=time.time() - 1)
+        data = Path(tmp) / "data"
+        backfill_s = backfill(synthetic, data)
+        with prometheus_server(data) as server:
+            runs = asyncio.run(measure(server.url, server.pid, synthetic.names, refreshes))
+    wall, cpu, server_cpu = (statistics.median(runs[k]) for k in ("wall", "cpu", "server_cpu"))
+    base, source = fanout_baseline()
+    per_host_s = base["console_median_s"] / base["hosts"]
+    ssh_s = per_host_s * count
+    seed_s = base["ssh_per_command_median_s"] / base["hosts"] * count
+    series = count * (synthetic.gpus * 3 + 2 + 4)
+    print(f"fleet through Prometheus: {count} hosts ({series:,} series, backfilled in {backfill_s:.1f} s), "
+          f"{refreshes} refreshes, {len(fleet_queries(FleetConfig(prometheus='http://x')))} concurrent HTTP calls each")
+    print(f"  refresh (query + rows + JSON)       median {wall * 1000:8.1f} ms  (min {min(runs['wall']) * 1000:.1f}, "
+          f"max {max(runs['wall']) * 1000:.1f})")
+    print(f"  console CPU per refresh             median {cpu * 1000:8.1f} ms")
+    print(f"  Prometheus server CPU per refresh   median {server_cpu * 1000:8.1f} ms")
+    print(f"  stale or down hosts shown as such   {int(runs['stale'][0])}")
+    print(f"  SSH path for {count} hosts, from bench/fanout.py ({source}): {per_host_s * 1000:.2f} ms/host "
+          f"-> {ssh_s:.2f} s per refresh and {count} SSH connections; ratio {ssh_s / wall:.1f}x")
+    print(f"  the seed's ssh-per-command at {count} hosts: {seed_s:.0f} s per refresh; ratio {seed_s / wall:.0f}x")
+    print(json.dumps({
+        "bench": "fleet", "source": "prometheus", "hosts": count, "refresh_median_s": round(wall, 4),
+        "cpu_s_per_refresh": round(cpu, 4), "server_cpu_s_per_refresh": round(server_cpu, 4),
+        "refresh_max_s": round(max(runs["wall"]), 4), "refreshes": refreshes, "http_calls_per_refresh": len(fleet_queries(FleetConfig(prometheus="http://x"))),
+        "series": series, "ssh_estimate_s_per_refresh": round(ssh_s, 3), "ratio_vs_ssh": round(ssh_s / wall, 1),
+        "seed_ssh_estimate_s_per_refresh": round(seed_s, 1), "ratio_vs_seed": round(seed_s / wall, 0),
+        "ssh_baseline": source,
+    }))  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

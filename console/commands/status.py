@@ -7,6 +7,7 @@ import asyncio
 import sys
 
 from console.commands.host_args import add_host_option, load, pick_host, print_json
+from console.domain.xid import xid_findings
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -87,5 +88,7 @@ def _print_human(st) -> None:
             )
     elif st.gpus and st.gpus.error:
         print(f"  GPUs: {st.gpus.error}")
+    for finding in xid_findings(st.gpus):
+        print(f"  finding: {finding.summary}")
     if st.error:
         print(f"  error: {st.error}")

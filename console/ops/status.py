@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from console.config import DROP_IN, ENV_FILE, LayoutConfig, ServiceConfig
 from console.domain.models import GpuSnapshot, HealthSample, UnitState
+from console.domain.xid import xid_findings
 
 if TYPE_CHECKING:
     from console.hosts.base import Host
@@ -63,9 +64,13 @@ class ServiceStatus:
                     "used_mib": g.used_mib,
                     "total_mib": g.total_mib,
                     "util_pct": g.util_pct,
+                    "temp_c": g.temp_c,
+                    "power_w": g.power_w,
+                    "xid": g.xid,
                 }
                 for g in gpus
             ],
+            "gpu_findings": [f.to_json() for f in xid_findings(self.gpus)],
             "gpu_used_mib": sum(g.used_mib or 0 for g in gpus),
             "gpu_total_mib": sum(g.total_mib or 0 for g in gpus),
             "gpu_error": self.gpus.error if self.gpus else None,

@@ -163,3 +163,17 @@ def test_config_gpus_dcgm_per_host() -> None:
         _parse('dcgm_url = "http://127.0.0.1:9400/metrics"')
     with pytest.raises(ConfigError, match="is not an http"):
         _parse('gpus = "dcgm"\ndcgm_url = "ftp://x"')
+
+
+def test_status_json_carries_the_xid_finding_and_gpu_figures() -> None:
+    from console.ops.status import ServiceStatus
+
+    gpus, _ = parse_dcgm(EXPORT)
+    status = ServiceStatus(host="gpu-07", service="llm", engine="sglang", units=(), active_unit=None,
+                           active_layout=None, health=None, gpus=GpuSnapshot(taken_at=5.0, gpus=tuple(gpus)),
+                           taken_at=5.0)
+    doc = status.to_json()
+    assert doc["gpus"][0]["power_w"] == 612.25
+    assert [g["xid"] for g in doc["gpus"]] == [None, 79] and doc["gpus"][0]["temp_c"] == 71
+    (finding,) = doc["gpu_findings"]
+    assert finding["class"] == "gpu_xid" and finding["fatal"] is False and "Xid 79" in finding["summary"]

@@ -22,6 +22,7 @@ from console.domain.models import (
     JournalEntry,
     UnitState,
 )
+from console.hosts.journal_hub import JournalHub
 
 
 @runtime_checkable
@@ -172,6 +173,11 @@ class Host:
     link: LinkStatus = field(default_factory=LinkStatus)
     transport: Transport | None = None
     closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
+    journals: JournalHub = field(init=False, repr=False)
+    """Each unit's journal as one stream, shared by the pane, the switch watcher and the phase tracker."""
+
+    def __post_init__(self) -> None:
+        self.journals = JournalHub(lambda: self.services)
 
     @property
     def name(self) -> str:
@@ -179,6 +185,8 @@ class Host:
 
     async def close(self) -> None:
         """Close streams and connections; never raises."""
+        with contextlib.suppress(Exception):
+            await self.journals.close()
         for closer in reversed(self.closers):
             with contextlib.suppress(Exception):
                 await closer()

@@ -17,10 +17,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from console.config import ServiceConfig
-from console.domain.models import Engine, Finding, FindingClass, JournalEntry, Phase, UnitState
-from console.domain.phases import PhaseTracker
-from console.domain.triage import Triager
+from console.domain.models import Engine, Finding, FindingClass, Phase, UnitState
 from console.hosts.base import Host
+from console.hosts.journal_hub import ReadEntry
 from console.ops.events import (
     FAILED,
     READY,
@@ -87,8 +86,7 @@ class StartWatch:
         self.rollback = rollback
         self.state_poll_s = state_poll_s
         self.health_poll_s = health_poll_s
-        self.triager = Triager(service.engine)
-        self.phases = PhaseTracker(service.engine)
+        self.phase = Phase.STOPPED  # as the host's journal hub reads it, FAILED once a fatal line is seen
         self.unexplained: list[Finding] = []  # non-fatal exceptions: the cause if the unit then dies
         self._verdict: asyncio.Future[Verdict] | None = None
         self._cursor: str | None = None
@@ -104,7 +102,7 @@ class StartWatch:
 
     def decide(self, outcome: str, reason: str, failure: Finding | None, decisive_ts: float) -> None:
         if self._verdict is not None and not self._verdict.done():
-            verdict = Verdict(outcome, reason, failure, decisive_ts, time.time(), self.phases.phase)
+            verdict = Verdict(outcome, reason, failure, decisive_ts, time.time(), self.phase)
             self._verdict.set_result(verdict)
 
     async def run(self, *, after_cursor: str | None, timeout_s: float) -> Verdict:
@@ -121,7 +119,7 @@ class StartWatch:
                 return await asyncio.shield(self._verdict)
         except TimeoutError:
             now = time.time()
-            reason = f"no verdict within {timeout_s:g} s (last phase: {self.phases.phase.value})"
+            reason = f"no verdict within {timeout_s:g} s (last phase: {self.phase.value})"
             self.decide(TIMEOUT, reason, None, now)  # also tells the watchers to end
             return self._verdict.result()
         finally:
@@ -137,13 +135,17 @@ class StartWatch:
     async def _watch_journal(self) -> None:
         while not self.decided():
             try:
-                async for entry in self.host.services.journal(
-                    self.unit, after_cursor=self._cursor, follow=True
-                ):
-                    self._cursor = entry.cursor
-                    self.on_entry(entry)
-                    if self.decided():
-                        return
+                # The host's one stream of this unit (the journal pane reads it too), each line read once;
+                # after this start's cursor, as a new start, so a failure that recurs is named again.
+                stream = self.host.journals.subscribe(
+                    self.unit, engine=self.service.engine, after_cursor=self._cursor, new_start=True
+                )
+                async with contextlib.aclosing(stream):
+                    async for read in stream:
+                        self._cursor = read.entry.cursor
+                        self.on_entry(read)
+                        if self.decided():
+                            return
                 return
             except asyncio.CancelledError:
                 raise
@@ -151,9 +153,13 @@ class StartWatch:
                 self.emit(StepEvent, step="watch", detail=f"journal stream: {exc}; resuming", unit=self.unit)
                 await asyncio.sleep(0.5)
 
-    def on_entry(self, entry: JournalEntry) -> None:
-        """Feed one journal entry to phases and triage, and decide if it is decisive."""
-        event = self.phases.feed(entry.message, entry.ts)
+    def on_entry(self, read: ReadEntry) -> None:
+        """Take one journal entry's phase and findings, and decide if it is decisive."""
+        entry, event = read.entry, read.phase
+        if event is not None and self.phase is Phase.FAILED:
+            event = None  # a straggler line of the start that already failed
+        if event is not None:
+            self.phase = event.phase
         if event is not None and event.phase is not Phase.FAILED:
             if event.phase is not self._last_phase:
                 self._last_phase = event.phase
@@ -168,7 +174,7 @@ class StartWatch:
                 )
             if event.phase is Phase.READY:
                 self.decide(READY, "the engine reports it is ready", None, entry.ts)
-        for finding in self.triager.feed(entry.message, entry.ts):
+        for finding in read.findings:
             self.emit(FindingEvent, finding=finding)
             if finding.cls is FindingClass.UNIT_FAILED:
                 if finding.fatal and self.unexplained:
@@ -181,7 +187,7 @@ class StartWatch:
                         UNIT_LINE_TRAIL_S, self.decide, FAILED, finding.summary, finding, entry.ts
                     )
             elif finding.fatal:
-                self.phases.mark_failed(entry.ts, finding.summary, finding.rank)
+                self.phase = Phase.FAILED
                 self.decide(FAILED, finding.summary, finding, entry.ts)
             elif finding.cls is FindingClass.TRACEBACK:
                 self.unexplained.append(finding)
@@ -245,7 +251,7 @@ class StartWatch:
                 if sample.status != last_status:
                     self.emit(HealthEvent, sample=sample)
                     last_status = sample.status
-                engine_says_up = self.phases.phase in _HTTP_PHASES or self.service.engine is Engine.OPENAI
+                engine_says_up = self.phase in _HTTP_PHASES or self.service.engine is Engine.OPENAI
                 if sample.status == "ready" and engine_says_up:
                     self.decide(READY, "/health answers 200", None, sample.taken_at)
             await asyncio.sleep(self.health_poll_s)

@@ -98,7 +98,9 @@ class HostScreen(ReachesConsole, NotifiesWorkerErrors, Screen[None]):
 
     @on(PhaseSeen)
     def _phase_seen(self, event: PhaseSeen) -> None:
-        if self.last_view is None or event.unit == self.last_view.unit or self.switching:
+        # Both come from the host's one journal reading: the pane's PhaseSeen outside a switch, the
+        # switch's own phase events (which name its start, not a straggler of another unit) during one.
+        if not self.switching and (self.last_view is None or event.unit == self.last_view.unit):
             self.query_one(ServicePane).set_phase(event.event.phase)
 
     # -- journal keys (bound on the screen, so they work whatever has focus; the pane does the work) ----
@@ -193,7 +195,7 @@ class HostScreen(ReachesConsole, NotifiesWorkerErrors, Screen[None]):
         unit = panel.unit_to_follow()
         if unit is not None:
             self.query_one(JournalPane).follow_unit(unit)
-        if isinstance(message.event, PhaseEvent):
+        if isinstance(message.event, PhaseEvent):  # during a switch its watcher relays the hub's phases
             self.query_one(ServicePane).set_phase(message.event.phase)
 
     def _switch_finished(self, result: SwitchResult) -> None:

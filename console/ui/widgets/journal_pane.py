@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import re
 import time
-from dataclasses import dataclass
 
 from textual import on, work
 from textual.app import ComposeResult
@@ -18,7 +17,7 @@ from textual.containers import Vertical
 from textual.message import Message
 from textual.widgets import Input
 
-from console.domain.models import Engine, Finding, JournalEntry, ReadinessEvent
+from console.domain.models import Engine, Finding, ReadinessEvent
 from console.hosts.base import Host
 from console.ui.widgets.journal_lines import LineFilter
 from console.ui.widgets.journal_view import JournalView
@@ -40,26 +39,6 @@ class PhaseSeen(Message):
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, PhaseSeen) and message.host == self.host and message.unit == self.unit
-
-
-@dataclass(frozen=True, slots=True)
-class _Classifier:
-    """Triage and phase tracking for one unit's stream (pure domain code, one instance per stream)."""
-
-    triager: object
-    tracker: object
-
-    @classmethod
-    def create(cls, engine: Engine) -> _Classifier:
-        from console.domain.phases import PhaseTracker
-        from console.domain.triage import Triager
-
-        return cls(Triager(engine), PhaseTracker(engine))
-
-    def feed(self, entry: JournalEntry) -> tuple[Finding | None, ReadinessEvent | None]:
-        findings = self.triager.feed(entry.message, entry.ts)  # type: ignore[attr-defined]
-        phase = self.tracker.feed(entry.message, entry.ts)  # type: ignore[attr-defined]
-        return (findings[-1] if findings else None), phase
 
 
 class JournalPane(NotifiesWorkerErrors, Vertical):
@@ -102,23 +81,23 @@ class JournalPane(NotifiesWorkerErrors, Vertical):
     @work(exclusive=True, group="journal-tail", exit_on_error=False)
     async def tail(self, unit: str) -> None:
         """Follow the unit's journal until the pane unmounts or another unit is chosen."""
-        classifier = _Classifier.create(self.engine)
         delay_s = 0.5
         # Coming back to a unit resumes after the last entry shown: nothing twice, nothing lost.
         cursor: str | None = self._cursors.get(unit)
         self.queue_line(f"──── {unit} ────", unit, None, None)
         while True:
             try:
-                stream = self.host.services.journal(
-                    unit, after_cursor=cursor, follow=True, lines=None if cursor else BACKLOG_LINES
+                # The host's one stream of this unit, triaged once for the pane and a switch's watcher alike.
+                stream = self.host.journals.subscribe(
+                    unit, engine=self.engine, after_cursor=cursor, lines=None if cursor else BACKLOG_LINES
                 )
                 count = 0
-                async for entry in stream:
+                async for read in stream:
+                    entry = read.entry
                     cursor = self._cursors[unit] = entry.cursor
-                    finding, phase = classifier.feed(entry)
-                    if phase is not None:
-                        self.post_message(PhaseSeen(self.host.name, unit, phase))
-                    self.queue_line(entry.message, unit, entry.ts, finding)
+                    if read.phase is not None:
+                        self.post_message(PhaseSeen(self.host.name, unit, read.phase))
+                    self.queue_line(entry.message, unit, entry.ts, read.findings[-1] if read.findings else None)
                     count += 1
                     if count % 256 == 0:
                         await asyncio.sleep(0)  # a firehose must not starve keys and frames

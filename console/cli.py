@@ -25,6 +25,8 @@ COMMANDS = {
     "demo": "console.commands.demo",
     "fit": "console.commands.fit",
     "triage": "console.commands.triage",
+    "stop": "console.commands.stop",
+    "restart": "console.commands.restart",
     "fleet": "console.commands.fleet",
     "probe": "console.commands.probe",
     "results": "console.commands.results",
@@ -83,8 +85,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.exit_code
     except KeyboardInterrupt:
         return 130
-    except BrokenPipeError:
+    except BrokenPipeError:  # our own stdout closed (`| head`): not an error of any host
+        _quiet_stdout()
         return 0
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null, so the interpreter's last flush does not complain about the pipe."""
+    import os
+
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
 
 
 def with_default_command(args_list: list[str]) -> list[str]:

@@ -34,8 +34,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from console.hosts.state_dir import STATE_DIR_ENV
+    from console.ops.guard import require_writable
     from console.sim.demo_cluster import load_demo_config
     from console.sim.host.units import TIME_SCALE_ENV
+
+    # The story switches layouts and stops its units at the end: not something read-only mode does.
+    require_writable(None, args.readonly, "play the demo story (it switches layouts and stops units)")
 
     if args.time_scale is not None:
         if args.time_scale <= 0:

@@ -47,6 +47,8 @@ async def _status(host_cfgs, as_json: bool) -> int:
                         print_json(st.to_json())
                     else:
                         _print_human(st)
+            except BrokenPipeError:  # our own stdout closed (`status | head`): no host is at fault
+                raise
             except Exception as exc:  # one host down never hides the others
                 failed = True
                 if as_json:

@@ -36,9 +36,12 @@ def run(args: argparse.Namespace) -> int:
 
     if args.timeout <= 0:
         raise UsageError("--timeout must be positive")
+    from console.ops.guard import require_writable
+
     config = load(args)
     host_cfg = pick_host(config, args.host)
     service = pick_service(host_cfg, args.service)
+    require_writable(config, args.readonly, f"switch {host_cfg.name}/{service.name} to {args.layout}")
     return asyncio.run(_switch(host_cfg, service, args))
 
 

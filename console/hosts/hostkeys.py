@@ -8,7 +8,9 @@ A listed host presenting a different key is always refused.
 
 from __future__ import annotations
 
-import contextlib
+import base64
+import hashlib
+import hmac
 import os
 from pathlib import Path
 
@@ -85,7 +87,22 @@ class HostKeyJudge:
             )
             return False
         if self.trust_on_first_use:
-            self._record(host, port, key)
+            # Fails closed: a known_hosts that cannot be read might list another key for this host, and
+            # a key that cannot be recorded would be trusted afresh, unseen, on every connect.
+            unreadable = self.unreadable_files()
+            if unreadable:
+                self.refusal = (
+                    f"cannot read known_hosts {', '.join(unreadable)}, so the key {fingerprint} of {where} "
+                    f"cannot be checked; refusing to trust it on first use (fix the file's permissions)"
+                )
+                return False
+            problem = self._record(host, port, key)
+            if problem is not None:
+                self.refusal = (
+                    f"cannot record the key {fingerprint} of {where} in {self.files[0]} ({problem}); "
+                    f"refusing to trust it on first use"
+                )
+                return False
             return True
         self.refusal = (
             f"unknown host key for {where}: {key.get_algorithm()} {fingerprint} is not in known_hosts "
@@ -94,13 +111,50 @@ class HostKeyJudge:
         )
         return False
 
-    def _record(self, host: str, port: int, key: asyncssh.SSHKey) -> None:
+    def unreadable_files(self) -> list[str]:
+        """Configured known_hosts files that exist but cannot be read as files."""
+        out = []
+        for name in self.files:
+            if not os.path.lexists(name):
+                continue
+            try:
+                with open(name, "rb"):
+                    pass
+            except OSError:
+                out.append(name)
+        return out
+
+    def _record(self, host: str, port: int, key: asyncssh.SSHKey) -> str | None:
+        """Append the key to the first known_hosts file; hashed if that file hashes its hosts (as
+        OpenSSH's HashKnownHosts does). Returns why it could not, or None."""
         path = Path(self.files[0])
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        line = f"{host_pattern(host, port)} {key.export_public_key('openssh').decode().split()[0]} "
-        line += key.export_public_key("openssh").decode().split()[1] + "\n"
-        with contextlib.suppress(OSError), path.open("a", encoding="ascii") as fh:
-            fh.write(line)
+        algorithm, blob = key.export_public_key("openssh").decode().split()[:2]
+        try:
+            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            pattern = host_pattern(host, port)
+            if is_hashed(path):
+                pattern = hashed_pattern(pattern)
+            with path.open("a", encoding="ascii") as fh:
+                fh.write(f"{pattern} {algorithm} {blob}\n")
+        except OSError as exc:
+            return exc.strerror or type(exc).__name__
+        return None
+
+
+def is_hashed(path: Path) -> bool:
+    """True when the file already holds hashed host names (`|1|salt|hash`)."""
+    try:
+        with path.open("rb") as fh:
+            return any(line.startswith(b"|1|") for line in fh)
+    except FileNotFoundError:
+        return False
+
+
+def hashed_pattern(pattern: str, salt: bytes | None = None) -> str:
+    """OpenSSH's hashed host name: `|1|` base64(salt) `|` base64(HMAC-SHA1(salt, pattern))."""
+    salt = os.urandom(20) if salt is None else salt
+    digest = hmac.new(salt, pattern.encode(), hashlib.sha1).digest()
+    return f"|1|{base64.b64encode(salt).decode()}|{base64.b64encode(digest).decode()}"
 
 
 class JudgingClient(asyncssh.SSHClient):

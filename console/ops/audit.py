@@ -7,15 +7,19 @@ unless the console that wrote it still runs.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
 import socket
 import sqlite3
 import time
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from console.errors import ConsoleError
 from console.hosts.procfs import pid_alive
 
 AUDIT_FILE = "audit.sqlite3"
@@ -70,17 +74,61 @@ class AuditEntry:
         return {"event": "switch", **{k: getattr(self, k) for k in self.__slots__}}
 
 
+class AuditError(ConsoleError):
+    """The audit log cannot be read or written; one line naming the file and what to do (exit 1)."""
+
+
+@contextlib.contextmanager
+def _faults(path: Path) -> Iterator[None]:
+    """SQLite's and the file system's errors as one AuditError line naming the file and the remedy.
+
+    A damaged log is never moved aside by the console: it is the record of who switched what, and the
+    rollback target comes from it. The operator moves it (the line says how); the next command then
+    starts a new, empty log.
+    """
+    try:
+        yield
+    except sqlite3.OperationalError as exc:
+        text = str(exc)
+        if "full" in text:
+            raise AuditError(f"audit log {path}: the disk is full; free space, then run the command again") from None
+        if "readonly" in text or "unable to open" in text or "disk I/O" in text:
+            raise AuditError(
+                f"audit log {path}: cannot write it ({text}); make it and its directory writable for this "
+                f"user, or point SERVE_CONSOLE_STATE_DIR at another directory"
+            ) from None
+        raise AuditError(f"audit log {path}: {text}") from None
+    except sqlite3.DatabaseError as exc:  # "file is not a database", "database disk image is malformed"
+        raise AuditError(
+            f"audit log {path} is damaged ({exc}); move it aside (mv {path} {path}.damaged) and the "
+            "console starts a new one"
+        ) from None
+    except OSError as exc:
+        if exc.errno == errno.ENOSPC:
+            raise AuditError(f"audit log {path}: the disk is full; free space, then run the command again") from None
+        raise AuditError(f"audit log {path}: {exc.strerror or exc}") from None
+
+
 class AuditLog:
-    """The switch log of one state dir. Opening it marks switches of dead consoles interrupted."""
+    """The switch log of one state dir. Opening it marks switches of dead consoles interrupted.
+
+    The file is created 0600: it names hosts, layouts and failures (with their log lines).
+    """
 
     def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
-        self._db = sqlite3.connect(path, timeout=10.0, isolation_level=None, check_same_thread=False)
-        self._enter_wal()
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.executescript(_SCHEMA)
-        self.interrupted_on_open = self.mark_interrupted()
+        with _faults(path):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            _private_file(path)
+            self._db = sqlite3.connect(path, timeout=10.0, isolation_level=None, check_same_thread=False)
+            try:
+                self._enter_wal()
+                self._db.execute("PRAGMA synchronous=NORMAL")
+                self._db.executescript(_SCHEMA)
+                self.interrupted_on_open = self.mark_interrupted()
+            except BaseException:
+                self._db.close()
+                raise
 
     def _enter_wal(self) -> None:
         """Switch to WAL; two consoles creating the log at once can get SQLITE_BUSY here without the
@@ -97,6 +145,10 @@ class AuditLog:
     def close(self) -> None:
         self._db.close()
 
+    def _execute(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
+        with _faults(self.path):
+            return self._db.execute(sql, params)
+
     def begin(
         self,
         *,
@@ -109,7 +161,7 @@ class AuditLog:
         fit_verdict: str | None = None,
     ) -> int:
         """Record a switch as started; return its id."""
-        cur = self._db.execute(
+        cur = self._execute(
             "INSERT INTO switches (started_at, host, service, from_layout, to_layout, forced, rollback_of,"
             " outcome, fit_verdict, console_pid, console_host) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
             (
@@ -139,7 +191,7 @@ class AuditLog:
         elapsed_s: float | None = None,
     ) -> None:
         """Record how a started switch ended."""
-        self._db.execute(
+        self._execute(
             "UPDATE switches SET finished_at=?, outcome=?, reason=?, failure_json=?, detected_after_s=?,"
             " elapsed_s=? WHERE id=?",
             (
@@ -156,14 +208,14 @@ class AuditLog:
     def mark_interrupted(self) -> int:
         """Mark "started" switches whose console is gone as interrupted; return how many."""
         me = socket.gethostname()
-        rows = self._db.execute(
+        rows = self._execute(
             "SELECT id, console_pid, console_host FROM switches WHERE outcome=?", (STARTED,)
         ).fetchall()
         dead = [
             row_id for row_id, pid, host in rows if host == me and pid != os.getpid() and not pid_alive(pid)
         ]
         for row_id in dead:
-            self._db.execute(
+            self._execute(
                 "UPDATE switches SET outcome=?, finished_at=?, reason=? WHERE id=? AND outcome=?",
                 (INTERRUPTED, time.time(), "the console stopped before the switch ended", row_id, STARTED),
             )
@@ -180,18 +232,21 @@ class AuditLog:
         if limit is not None:
             sql += " LIMIT ?"
             params.append(limit)
-        cur = self._db.execute(sql, params)
+        with _faults(self.path):
+            cur = self._db.execute(sql, params)
+            rows = cur.fetchall()
         names = [d[0] for d in cur.description]
-        return [_entry(dict(zip(names, row, strict=True))) for row in reversed(cur.fetchall())]
+        return [_entry(dict(zip(names, row, strict=True))) for row in reversed(rows)]
 
     def get(self, entry_id: int) -> AuditEntry | None:
-        cur = self._db.execute("SELECT * FROM switches WHERE id=?", (entry_id,))
-        row = cur.fetchone()
+        with _faults(self.path):
+            cur = self._db.execute("SELECT * FROM switches WHERE id=?", (entry_id,))
+            row = cur.fetchone()
         return _entry(dict(zip([d[0] for d in cur.description], row, strict=True))) if row else None
 
     def last_ready_layout(self, host: str, service: str, *, exclude: str | None = None) -> str | None:
         """The layout of the newest switch of this service that ended ready (other than `exclude`)."""
-        row = self._db.execute(
+        row = self._execute(
             "SELECT to_layout FROM switches WHERE host=? AND service=? AND outcome='ready'"
             " AND (? IS NULL OR to_layout != ?) ORDER BY id DESC LIMIT 1",
             (host, service, exclude, exclude),
@@ -200,7 +255,7 @@ class AuditLog:
 
     def last_started_layout(self, host: str, service: str) -> str | None:
         """The layout the newest switch of this service started (whatever its outcome)."""
-        row = self._db.execute(
+        row = self._execute(
             "SELECT to_layout FROM switches WHERE host=? AND service=? AND outcome != 'refused'"
             " ORDER BY id DESC LIMIT 1",
             (host, service),
@@ -228,8 +283,25 @@ def _entry(row: dict[str, Any]) -> AuditEntry:
     )
 
 
-def open_audit(state_root: Path | None = None) -> AuditLog:
-    """The audit log of the state dir (the default one when `state_root` is None)."""
-    from console.hosts.state_dir import state_dir
+def _private_file(path: Path) -> None:
+    """Create the log 0600, or tighten an existing one this user owns."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        info = os.fstat(fd)
+        if info.st_uid == os.getuid() and info.st_mode & 0o077:
+            os.fchmod(fd, 0o600)
+    finally:
+        os.close(fd)
 
-    return AuditLog((state_root or state_dir()) / AUDIT_FILE)
+
+def open_audit(state_root: Path | None = None) -> AuditLog:
+    """The audit log of the state dir (the default one when `state_root` is None), both checked.
+
+    Raises:
+        StateDirError: the state dir cannot be used (one line: which, and what to do).
+        AuditError: the log is damaged or cannot be written (one line: which file, and what to do).
+    """
+    from console.hosts.state_dir import check_state_dir, state_dir
+
+    root = check_state_dir(state_root, own=False) if state_root is not None else state_dir()
+    return AuditLog(root / AUDIT_FILE)

@@ -110,13 +110,16 @@ def run(args: argparse.Namespace) -> int:
 def _run_app(args: argparse.Namespace, config, state_root: Path | None, notes: list[str]) -> int:
     from console.factory import open_hosts
     from console.ops.audit import open_audit
+    from console.ops.guard import is_readonly
     from console.ui.app import ConsoleApp
 
     hosts = open_hosts(config, state_dir=state_root)
     audit = open_audit(state_root)
-    app = ConsoleApp(hosts, config=config, readonly=args.readonly, theme=args.theme, audit=audit,
-                     demo_start=args.demo and not args.readonly and os.environ.get(NO_START_ENV) != "1",
-                     stop_started_units=args.demo, notices=notes)
+    # Read-only (flag or config) plays the demo without starting or stopping anything.
+    readonly = is_readonly(config, args.readonly)
+    app = ConsoleApp(hosts, config=config, readonly=readonly, theme=args.theme, audit=audit,
+                     demo_start=args.demo and not readonly and os.environ.get(NO_START_ENV) != "1",
+                     stop_started_units=args.demo and not readonly, notices=notes)
     try:
         app.run()
     finally:

@@ -4,25 +4,23 @@ from __future__ import annotations
 
 import json
 
-from test_cli_headless import cli, demo_env  # noqa: F401 - the fixture is used by name
+from sim_cli import UNIT, cli, journal_dir, sim_env  # noqa: F401 - the fixture is used by name
 
-from console.hosts.state_dir import sim_host_dir
 from console.sim.host.journal import append_entry
 
 HOSTILE = "boom \x1b]52;c;ZWNobyBoaQ==\x07\x1b]0;owned\x07\x1b[2J \u009b2J \u202eevil\u202c\nforged line"
 LIVE = set("\x1b\x07\u009b\u202e\u202c\n")
-UNIT = "sglang-k26@ep8.service"
 
 
 def _journal_with(tmp_path, *messages: str) -> None:
-    unit_dir = sim_host_dir(tmp_path / "state", "demo") / "units" / UNIT
+    unit_dir = journal_dir(tmp_path)
     unit_dir.mkdir(parents=True, exist_ok=True)
     for message in messages:
         append_entry(unit_dir / "journal.jsonl", message, pid=4242)
 
 
-def test_tail_prints_hostile_journal_text_as_escapes_and_json_stays_exact(demo_env):  # noqa: F811
-    tmp_path, env = demo_env
+def test_tail_prints_hostile_journal_text_as_escapes_and_json_stays_exact(sim_env):  # noqa: F811
+    tmp_path, env = sim_env
     secret = "server_args=ServerArgs(api_key='sk-live-123', port=30000)"
     _journal_with(tmp_path, HOSTILE, secret)
     run = cli(tmp_path, env, "tail", "--unit", UNIT, "-n", "5")

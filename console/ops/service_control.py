@@ -1,0 +1,94 @@
+"""Stop or restart a service's running unit, under the service's switch lock.
+
+A restart is watched like a switch's start (journal, unit state and health at once, `StartWatch`), so
+it ends READY or FAILED with its triaged cause, never a bare "done" while the engine is still loading.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from console.config import ServiceConfig
+from console.hosts.base import Host, LockBusy
+from console.ops.audit import AuditLog
+from console.ops.events import READY, REFUSED, ResultEvent, StepEvent, SwitchEvent, SwitchResult
+from console.ops.status import running_layout, unit_states
+from console.ops.switch import lock_name
+from console.ops.switch_watch import StartWatch
+
+STOPPED = "stopped"
+NOTHING = "nothing-running"
+
+
+async def running_unit(host: Host, service: ServiceConfig, audit: AuditLog | None) -> tuple[str | None, str | None]:
+    """(unit, layout name) of what the service runs now, or (None, None)."""
+    return running_layout(host.name, service, await unit_states(host, service), audit)
+
+
+async def stop_service(host: Host, service: ServiceConfig, *, audit: AuditLog | None = None) -> SwitchResult:
+    """Stop the service's running unit and wait until it has stopped (outcome `stopped`), or say that
+    nothing runs (`nothing-running`); `refused` while a switch of it holds the lock."""
+    t0 = time.monotonic()
+    unit, layout = await running_unit(host, service, audit)
+    base = dict(host=host.name, service=service.name, layout=layout or "-", unit=unit)
+    if unit is None:
+        return SwitchResult(**base, outcome=NOTHING, reason=f"no unit of {service.name} is running")
+    try:
+        async with host.lock(lock_name(service)):
+            await host.services.stop(unit)
+    except LockBusy as exc:
+        return SwitchResult(**base, outcome=REFUSED, reason=f"a switch of {service.name} is running ({exc})")
+    return SwitchResult(
+        **base, outcome=STOPPED, reason=f"{unit} stopped; {service.name} is not serving",
+        elapsed_s=time.monotonic() - t0,
+    )  # fmt: skip
+
+
+async def restart_service(
+    host: Host,
+    service: ServiceConfig,
+    *,
+    audit: AuditLog | None = None,
+    on_event: Callable[[SwitchEvent], None] | None = None,
+    timeout_s: float = 900.0,
+    state_poll_s: float = 0.1,
+    health_poll_s: float = 0.5,
+) -> SwitchResult:
+    """Restart the running unit and watch it to READY, FAILED (with its cause) or TIMEOUT."""
+    emit = on_event or (lambda _e: None)
+    t0 = time.monotonic()
+    unit, layout = await running_unit(host, service, audit)
+    name = layout or (unit or "-")
+    if unit is None:
+        result = SwitchResult(host=host.name, service=service.name, layout=name, outcome=NOTHING,
+                              reason=f"no unit of {service.name} is running; nothing to restart")  # fmt: skip
+        return result  # no events: nothing happened
+    started_at = time.time()
+    try:
+        async with host.lock(lock_name(service)):
+            cursor = None
+            async for entry in host.services.journal(unit, follow=False, lines=1):
+                cursor = entry.cursor
+            emit(StepEvent(layout=name, elapsed_s=time.monotonic() - t0, step="restart",
+                           detail=f"restarting {unit}", unit=unit))  # fmt: skip
+            await host.services.restart(unit)
+            watch = StartWatch(host, service, unit, layout=name, emit=emit, started_mono=t0,
+                               state_poll_s=state_poll_s, health_poll_s=health_poll_s)  # fmt: skip
+            verdict = await watch.run(after_cursor=cursor, timeout_s=timeout_s)
+    except LockBusy as exc:
+        result = SwitchResult(host=host.name, service=service.name, layout=name, outcome=REFUSED, unit=unit,
+                              reason=f"a switch of {service.name} is running ({exc})")  # fmt: skip
+        emit(ResultEvent(layout=name, elapsed_s=time.monotonic() - t0, result=result))
+        return result
+    result = SwitchResult(
+        host=host.name, service=service.name, layout=name, outcome=verdict.outcome, reason=verdict.reason,
+        from_layout=layout, unit=unit, failure=verdict.failure, detected_after_s=verdict.detected_after_s,
+        elapsed_s=time.monotonic() - t0, phase=verdict.phase.value, started_at=started_at,
+        verdict_at=verdict.verdict_at, extra={"action": "restart"},
+    )  # fmt: skip
+    emit(ResultEvent(layout=name, elapsed_s=result.elapsed_s, result=result))
+    return result
+
+
+__all__ = ["READY", "NOTHING", "STOPPED", "restart_service", "running_unit", "stop_service"]

@@ -31,16 +31,34 @@ from console.hosts.ssh import SshTransport
 from console.hosts.ssh_forward import SshPortForward
 from console.hosts.systemd import SystemdManager
 
-LOCK_DIR = "/run/lock"
+#: Where root's consoles keep their switch locks on a host: only root may write there (mode 0700), so
+#: no other local user can take a lock and block switches (/run/lock is world-writable). A console
+#: logged in as another user keeps its locks in that user's runtime dir (/run/user/UID/serve-console,
+#: 0700 too); consoles of different accounts therefore do not exclude each other.
+LOCK_DIR = "/run/serve-console"
 _LOCK_BUSY_EXIT = 75  # flock -E: the exit status that means "held by someone else"
+# Picks the lock dir for the remote user, makes it (0700), refuses one that is a symlink or not the
+# user's own, then holds the lock: `flock` prints "locked PID FILE" and its child waits on stdin.
+_TAKE_LOCK = (
+    'umask 077; if [ "$(id -u)" = 0 ]; then d="$2"; else d="${XDG_RUNTIME_DIR:-/run/user/$(id -u)}/serve-console"; fi; '
+    'mkdir -p -m 0700 -- "$d" 2>/dev/null; '
+    'if [ -L "$d" ] || [ ! -d "$d" ] || [ ! -O "$d" ]; then echo "unsafe $d"; exit 0; fi; '
+    'chmod 0700 -- "$d" && L="$d/$1" && export L && '
+    f'exec flock -n -E {_LOCK_BUSY_EXIT} "$L" -c \'echo "locked $PPID $L"; exec cat\''
+)
 # Waits (at most ~5 s) until the holder's flock process is gone, i.e. the host has let go of the lock.
 _WAIT_GONE = 'i=0; while kill -0 "$1" 2>/dev/null && [ "$i" -lt 500 ]; do sleep 0.01; i=$((i+1)); done'
 
 
-def lock_path(name: str) -> str:
-    """The lock file for lock `name` (any text: it is reduced to safe file-name characters)."""
+def lock_file_name(name: str) -> str:
+    """The lock file's name for lock `name` (any text: it is reduced to safe file-name characters)."""
     safe = re.sub(r"[^A-Za-z0-9_.-]", "_", name).strip(".") or "lock"
-    return f"{LOCK_DIR}/serve-console-{safe}.lock"
+    return f"serve-console-{safe}.lock"
+
+
+def lock_path(name: str) -> str:
+    """The lock file of lock `name` for a console logged in as root."""
+    return f"{LOCK_DIR}/{lock_file_name(name)}"
 
 
 class FlockHostLock:
@@ -77,7 +95,7 @@ class FlockHostLock:
     async def _take(self, name: str, path: str) -> tuple[AsyncIterator[str], str]:
         """Start the holder and wait for its "locked PID" (PID: the flock process, whose exit releases
         the lock); the holder stream keeps the lock."""
-        argv = ["flock", "-n", "-E", str(_LOCK_BUSY_EXIT), path, "-c", 'echo "locked $PPID"; exec cat']
+        argv = ["sh", "-c", _TAKE_LOCK, "sh", lock_file_name(name), LOCK_DIR]
         for attempt in (1, 2):
             holder = self.transport.stream(argv)
             try:
@@ -99,7 +117,15 @@ class FlockHostLock:
             except BaseException:
                 await holder.aclose()
                 raise
-            said, _, flock_pid = first.strip().partition(" ")
+            said, _, rest = first.strip().partition(" ")
+            flock_pid = rest.partition(" ")[0]
+            if said == "unsafe":
+                await holder.aclose()
+                raise HostError(
+                    self.transport.name,
+                    f"lock dir {rest[:200]!r} is not a directory of this user's own (mode 0700); refusing to "
+                    "take the switch lock there (remove it, or log in as its owner)",
+                )
             if said != "locked":
                 await holder.aclose()
                 raise HostError(self.transport.name, f"unexpected output while taking {path}: {first[:80]!r}")

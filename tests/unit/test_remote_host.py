@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import stat
 
 import pytest
 
@@ -70,8 +71,24 @@ def _children() -> list[str]:
     return out
 
 
-def test_lock_names_become_safe_file_names():
-    assert lock_path("gpu-node-1/sglang k26;rm") == "/run/lock/serve-console-gpu-node-1_sglang_k26_rm.lock"
+def test_lock_names_become_safe_file_names_in_a_dir_only_root_may_write():
+    assert lock_path("gpu-node-1/sglang k26;rm") == "/run/serve-console/serve-console-gpu-node-1_sglang_k26_rm.lock"
+
+
+async def test_the_lock_dir_is_made_private_and_a_symlinked_one_is_refused(tmp_path, monkeypatch):
+    lock_dir = tmp_path / "locks"
+    monkeypatch.setattr(remote, "LOCK_DIR", str(lock_dir))
+    async with FlockHostLock(LocalTransport())("svc"):
+        assert (lock_dir / "serve-console-svc.lock").exists()
+    assert stat.S_IMODE(lock_dir.stat().st_mode) == 0o700  # no other local user can take the lock
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir(mode=0o777)
+    monkeypatch.setattr(remote, "LOCK_DIR", str(tmp_path / "link"))
+    (tmp_path / "link").symlink_to(elsewhere)
+    with pytest.raises(HostError, match="lock dir"):
+        async with FlockHostLock(LocalTransport())("svc"):
+            pass
+    assert list(elsewhere.iterdir()) == []
 
 
 async def test_flock_lock_excludes_a_second_holder_and_is_released_on_exit(tmp_path, monkeypatch):

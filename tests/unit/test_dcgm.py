@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 from ssh_fake_server import start_fake_sshd
+from test_fleet_config import parse
 
-from console.config import HostConfig, ServiceConfig, parse_config
+from console.config import HostConfig, ServiceConfig
 from console.domain.models import Engine, FindingClass, GpuSample, GpuSnapshot
 from console.domain.xid import xid_findings
 from console.errors import ConfigError
@@ -139,30 +140,14 @@ async def test_refused_exporter_is_an_error_snapshot() -> None:
         await source.close()
 
 
-HOST = """
-[hosts.gpu-07]
-{extra}
-[hosts.gpu-07.services.llm]
-engine = "sglang"
-url = "http://127.0.0.1:30000"
-mapping = "template"
-template = "sglang@.service"
-layouts = ["TP8"]
-"""
-
-
-def _parse(extra: str):
-    return parse_config(HOST.format(extra=extra).encode(), "hosts.toml", base_dir=Path("."))
-
-
 def test_config_gpus_dcgm_per_host() -> None:
-    host = _parse('gpus = "dcgm"').hosts[0]
+    host = parse(host='gpus = "dcgm"').hosts[0]
     assert (host.gpus, host.dcgm_url) == ("dcgm", "http://127.0.0.1:9400/metrics")
-    assert _parse('gpus = "dcgm"\ndcgm_url = "http://127.0.0.1:9500/metrics"').hosts[0].dcgm_url.endswith(":9500/metrics")
+    assert parse(host='gpus = "dcgm"\ndcgm_url = "http://127.0.0.1:9500/metrics"').hosts[0].dcgm_url.endswith(":9500/metrics")
     with pytest.raises(ConfigError, match=r'hosts.toml:3: hosts.gpu-07.dcgm_url: only with gpus = "dcgm"'):
-        _parse('dcgm_url = "http://127.0.0.1:9400/metrics"')
+        parse(host='dcgm_url = "http://127.0.0.1:9400/metrics"')
     with pytest.raises(ConfigError, match="is not an http"):
-        _parse('gpus = "dcgm"\ndcgm_url = "ftp://x"')
+        parse(host='gpus = "dcgm"\ndcgm_url = "ftp://x"')
 
 
 def test_status_json_carries_the_xid_finding_and_gpu_figures() -> None:

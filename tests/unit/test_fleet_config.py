@@ -15,6 +15,7 @@ from console.ops.fleet_query import fleet_queries
 
 HOST = """
 [hosts.gpu-07]
+{extra}
 [hosts.gpu-07.services.llm]
 engine = "sglang"
 url = "http://127.0.0.1:30000"
@@ -24,15 +25,16 @@ layouts = ["TP8"]
 """
 
 
-def _parse(fleet: str):
-    return parse_config((fleet + HOST).encode(), "hosts.toml", base_dir=Path("."))
+def parse(fleet: str = "", host: str = ""):
+    """A one-host hosts.toml with `fleet` before it and `host` as the host table's first line (line 3)."""
+    return parse_config((fleet + HOST.format(extra=host)).encode(), "hosts.toml", base_dir=Path("."))
 
 
 def test_fleet_table_parses_with_defaults() -> None:
-    assert _parse("").fleet is None
-    cfg = _parse('[fleet]\nprometheus = "http://prom.example:9090/"\n').fleet
+    assert parse("").fleet is None
+    cfg = parse('[fleet]\nprometheus = "http://prom.example:9090/"\n').fleet
     assert cfg == FleetConfig(prometheus="http://prom.example:9090", line=1)
-    full = _parse('[fleet]\nprometheus = "https://thanos/prom"\nhost_label = "Hostname"\n'
+    full = parse('[fleet]\nprometheus = "https://thanos/prom"\nhost_label = "Hostname"\n'
                   'host_regex = "^(?P<host>[^.]+)"\nstrip_port = false\nstale_after_s = 30\n').fleet
     assert (full.host_label, full.host_regex, full.strip_port, full.stale_after_s) == (
         "Hostname", "^(?P<host>[^.]+)", False, 30.0)
@@ -49,7 +51,7 @@ def test_fleet_table_parses_with_defaults() -> None:
 ])
 def test_bad_fleet_tables_are_one_line_errors(text: str, message: str) -> None:
     with pytest.raises(ConfigError) as err:
-        _parse("[fleet]\n" + text + "\n")
+        parse("[fleet]\n" + text + "\n")
     assert str(err.value).startswith(message) or message in str(err.value), str(err.value)
     assert "\n" not in str(err.value)
 
@@ -109,3 +111,39 @@ def test_vector_answers_and_errors() -> None:
         parse_vector({"status": "error", "errorType": "bad_data", "error": "parse error"}, "prometheus x")
     with pytest.raises(HostError, match="expected an instant vector, got 'matrix'"):
         parse_vector({"status": "success", "data": {"resultType": "matrix", "result": []}}, "prometheus x")
+
+
+async def test_the_client_sends_the_header_and_names_the_fix_on_401(monkeypatch, tmp_path: Path) -> None:
+    from aiohttp import web
+
+    from console.hosts.prometheus import PrometheusClient
+
+    async def query(request):
+        if request.headers.get("Authorization") != "Bearer tok":
+            return web.Response(status=401)
+        form = await request.post()
+        return web.json_response({"status": "success", "data": {"resultType": "vector", "result": [
+            {"metric": {"q": form["query"]}, "value": [1.0, "1"]}]}})
+
+    app = web.Application()
+    app.router.add_post("/api/v1/query", query)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    url = f"http://127.0.0.1:{runner.addresses[0][1]}"
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv("NETRC", raising=False)
+    monkeypatch.delenv("SERVE_CONSOLE_PROMETHEUS_AUTHORIZATION", raising=False)
+    try:
+        monkeypatch.delenv("SERVE_CONSOLE_PROMETHEUS_TOKEN", raising=False)
+        anonymous = PrometheusClient(url)
+        with pytest.raises(HostError, match="HTTP 401: set SERVE_CONSOLE_PROMETHEUS_TOKEN"):
+            await anonymous.query("up")
+        await anonymous.close()
+        monkeypatch.setenv("SERVE_CONSOLE_PROMETHEUS_TOKEN", "tok")
+        client = PrometheusClient(url)
+        (sample,) = await client.query('sum by (instance) (up{job="a b"})')
+        assert sample.labels == {"q": 'sum by (instance) (up{job="a b"})'}  # sent as a form, intact
+        await client.close()
+    finally:
+        await runner.cleanup()

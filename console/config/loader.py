@@ -155,7 +155,8 @@ def _parse_host(table: Table, name: str, base_dir: Path) -> HostConfig:
     urls: dict[str, str] = {}
     for service_name, service_table in table.tables("services"):
         _check_name(service_table, service_name, "service")
-        service = parse_service(service_table, service_name, base_dir, sim_host=transport == "sim")
+        service = parse_service(service_table, service_name, base_dir, sim_host=transport == "sim",
+                                ssh_host=transport == "ssh")
         if service.url in urls:
             raise service_table.error("url", f"same URL as service {urls[service.url]!r}")
         urls[service.url] = service_name

@@ -22,6 +22,7 @@ from console.domain.layout import Layout, LayoutError, check_layout, parse_layou
 from console.domain.layout_parse import MAX_PARALLEL_SIZE
 from console.domain.model_spec import ConfigTooLarge, read_model_config_bytes
 from console.domain.models import Engine
+from console.domain.urls import is_loopback_url
 
 SERVICE_KEYS = (
     "engine",
@@ -146,8 +147,14 @@ def model_config_file(table: Table, key: str, base_dir: Path) -> Path | None:
     return path
 
 
-def parse_service(table: Table, name: str, base_dir: Path, *, sim_host: bool) -> ServiceConfig:
-    """One `[hosts.H.services.NAME]` table as a ServiceConfig."""
+def parse_service(
+    table: Table, name: str, base_dir: Path, *, sim_host: bool, ssh_host: bool = False
+) -> ServiceConfig:
+    """One `[hosts.H.services.NAME]` table as a ServiceConfig.
+
+    On an SSH host the health probe runs through the SSH connection unless told otherwise, and a
+    loopback URL (the host's own 127.0.0.1) is never probed from the operator's machine.
+    """
     table.check_keys(SERVICE_KEYS)
     engine = Engine(table.text("engine", required=True, choices=[e.value for e in Engine]))
     url = base_url(table, "url")
@@ -173,10 +180,13 @@ def parse_service(table: Table, name: str, base_dir: Path, *, sim_host: bool) ->
         env_var=table.text("env_var", "SERVE_CONSOLE_LAYOUT_ARGS", pattern=ENV_VAR_NAME, describe="a variable name"),
         model_config=model_config,
         mem_fraction=table.number("mem_fraction", above=0.0, maximum=1.0),
-        health_via=table.text("health_via", "direct", choices=HEALTH_VIA),
+        health_via=table.text("health_via", "ssh" if ssh_host else "direct", choices=HEALTH_VIA),
         sudo=table.flag("sudo"),
         line=table.line,
     )
+    if ssh_host and service.health_via == "direct" and is_loopback_url(url):
+        raise table.error("health_via", f"{url} is the SSH host's own loopback address; probing it from "
+                          "this machine would reach this machine: use health_via = \"ssh\" (the default)")
     if sim_host and service.health_via != "direct":
         raise table.error("health_via", "a sim host runs its engines locally: use \"direct\"")
     return service

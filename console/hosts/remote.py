@@ -11,6 +11,7 @@ from urllib.parse import urlsplit
 
 from console.config import HostConfig
 from console.domain.models import GpuSnapshot
+from console.domain.urls import is_loopback_url
 from console.errors import HostError, UsageError
 from console.hosts.argv import CommandFailed
 from console.hosts.base import (
@@ -183,7 +184,9 @@ def build_remote_host(cfg: HostConfig) -> Host:
     probes: dict[str, HealthProbe] = {}
     for svc in cfg.services:
         forward = None
-        if svc.health_via == "ssh":
+        # A loopback URL of an SSH host is the host's own: it is reached through the connection, never
+        # probed here (where something else may answer), whatever health_via says.
+        if svc.health_via == "ssh" or (isinstance(transport, SshTransport) and is_loopback_url(svc.url)):
             if not isinstance(transport, SshTransport):
                 raise UsageError(
                     f'host {cfg.name}, service {svc.name}: health_via = "ssh" needs transport = "ssh"'

@@ -122,7 +122,8 @@ def test_minimal_file_takes_the_defaults() -> None:
     assert (host.transport, host.address, host.gpus, host.port, host.trust_on_first_use) == (
         "ssh", "gpu-node-1", "nvidia-smi", None, False)
     assert host.connect_timeout_s == 10.0
-    assert host.services[0].health_via == "direct" and host.services[0].model_config is None
+    # An SSH host's engine is probed through the connection by default (issue 10: never from here).
+    assert host.services[0].health_via == "ssh" and host.services[0].model_config is None
     assert config.ui == UiConfig()
 
 

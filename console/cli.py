@@ -30,6 +30,7 @@ COMMANDS = {
     "fleet": "console.commands.fleet",
     "probe": "console.commands.probe",
     "results": "console.commands.results",
+    "explore": "console.commands.explore",
 }
 
 

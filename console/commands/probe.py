@@ -25,7 +25,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     add_probe_options(parser)
     parser.add_argument("--json", action="store_true", help="one JSON line per level (vLLM's result keys)")
     parser.add_argument("--output-file", metavar="F", help="also append each level's JSON line to F")
-    parser.add_argument("--readonly", action="store_true", help="refuse, as every action is refused read-only")
+    # SUPPRESS: a global --readonly given before the subcommand is not overwritten by this default
+    parser.add_argument("--readonly", action="store_true", default=argparse.SUPPRESS,
+                        help="refuse, as every action is refused read-only")
     parser.set_defaults(func=run)
 
 
@@ -37,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
     config = load(args)
     host_cfg = pick_host(config, args.host)
     service = pick_service(host_cfg, args.service)
-    require_writable(config, args.readonly, "a probe")
+    require_writable(config, getattr(args, "readonly", False), f"probe {host_cfg.name}/{service.name}")
     build_prompts(options, 1)  # a bad dataset is a usage error before the server is touched
     return asyncio.run(_probe(host_cfg, service, options, args))
 

@@ -47,7 +47,7 @@ def require_writable(config: ConsoleConfig | None, readonly_flag: bool, what: st
         shared_guard(config, readonly_flag, what)
         return
     if readonly_flag or (config is not None and config.ui.readonly):
-        raise ProbeRefused(f"read-only: {what} loads or changes a server; refused")
+        raise ProbeRefused(f"read-only mode: refusing to {what}")
 
 
 @dataclass(frozen=True, slots=True)

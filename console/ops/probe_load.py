@@ -75,6 +75,19 @@ class ProbeOptions:
             "max_duration_s": self.max_duration_s, "endpoint": self.endpoint,
         }  # fmt: skip
 
+    @classmethod
+    def from_json(cls, doc: dict) -> ProbeOptions:
+        """The options `to_json` wrote (an explore's stored parameters, for --resume)."""
+        rate = doc.get("request_rate")
+        return cls(
+            concurrency=tuple(doc.get("concurrency") or (1,)), request_rate=None if rate is None else float(rate),
+            max_concurrency=doc.get("max_concurrency"), num_prompts=doc.get("num_prompts"),
+            input_len=doc.get("input_len", 256), output_len=doc.get("output_len", 128),
+            warmup=doc.get("warmup", 1), seed=doc.get("seed", 0),
+            dataset=Path(doc["dataset"]) if doc.get("dataset") else None,
+            max_duration_s=doc.get("max_duration_s"), endpoint=doc.get("endpoint", COMPLETIONS),
+        )  # fmt: skip
+
 
 def random_prompts(count: int, input_len: int, output_len: int, seed: int) -> list[Prompt]:
     """`count` prompts of about `input_len` tokens each, the same for the same seed."""

@@ -138,7 +138,8 @@ class ProbeSummary:
         """vLLM's `--save-result` keys for this level (ms figures; None where there is no sample)."""
         out: dict[str, Any] = {
             "concurrency": self.concurrency,
-            "request_rate": self.request_rate,
+            # inf (everything at once) as the string "inf": JSON has no infinity
+            "request_rate": "inf" if self.request_rate == math.inf else self.request_rate,
             "num_prompts": self.num_prompts,
             "completed": self.completed,
             "failed": self.failed,

@@ -1,0 +1,197 @@
+"""Explore: switch to each layout, probe it, record it, and end on the best one.
+
+For each layout in order: the fit preflight (a predicted `oom` or `invalid` is `skipped`, unless
+`include_oom`); the switch, as `switch` does it (watched to READY, rolled back on failure: a failed layout
+is `failed` with its triaged cause, a slow one `timeout`); the probe at each concurrency; the record. At
+the end, a switch to the best layout by the pick rule, or back to where it started.
+
+Progress is in the results store beside the audit log, so `resume` goes on after the last layout
+recorded. A cancel (Ctrl-C) stops the probe and leaves a ready layout running: the one it was on if it is
+ready, else the last good one. Two explores of one service exclude each other through a host lock,
+taken for the whole sweep; each switch still takes the switch lock of its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from console.config import ServiceConfig
+from console.errors import ConsoleError, UsageError
+from console.hosts.base import Host, LockBusy
+from console.ops.events import READY
+from console.ops.explore_report import (
+    FAILED,
+    MEASURED,
+    SKIPPED,
+    TIMEOUT,
+    ExploreOptions,
+    ExploreResult,
+    LayoutDone,
+    LayoutReport,
+)
+from console.ops.fit_check import fit_layout, host_capacity
+from console.ops.probe import LevelProgress, probe_service
+from console.ops.results_store import DONE, INTERRUPTED, RUNNING, LayoutOutcome, ResultsStore
+from console.ops.results_table import best_layout, levels_of
+from console.ops.status import running_layout, unit_states
+from console.ops.switch import resolve, switch_layout
+
+if TYPE_CHECKING:
+    from console.ops.audit import AuditLog
+
+EventSink = Callable[[Any], None]
+"""Gets every event: the switches' events, each probe level (ProbeResult), each LayoutDone."""
+
+
+class ExploreRefused(ConsoleError):
+    """Another explore of this service runs, or there is nothing to resume."""
+
+
+def explore_lock_name(service: ServiceConfig) -> str:
+    return f"explore-{service.name}"
+
+
+class Explore:
+    """One sweep of one service, under the service's explore lock."""
+
+    def __init__(self, host: Host, service: ServiceConfig, *, audit: AuditLog, store: ResultsStore,
+                 on_event: EventSink | None = None, on_progress: LevelProgress | None = None) -> None:
+        self.host, self.service, self.audit, self.store = host, service, audit, store
+        self.emit = on_event or (lambda _e: None)
+        self.on_progress = on_progress
+        self.current: str | None = None  # the layout running and ready, as far as this sweep knows
+        self.last_good: str | None = None
+
+    async def _running_ready(self) -> str | None:
+        """The running layout if its health probe says ready, else None."""
+        _unit, layout = running_layout(self.host.name, self.service, await unit_states(self.host, self.service),
+                                       self.audit)  # fmt: skip
+        probe = self.host.probes.get(self.service.name)
+        if layout is None or probe is None:
+            return None
+        return layout if (await probe.probe()).status == "ready" else None
+
+    async def _switch(self, name: str, *, force: bool, timeout_s: float) -> tuple[Any, float]:
+        t0 = time.monotonic()
+        result = await switch_layout(self.host, self.service, name, force=force, timeout_s=timeout_s,
+                                     audit=self.audit, on_event=self.emit)  # fmt: skip
+        if result.outcome == READY:
+            self.current = self.last_good = name
+        elif result.rollback is not None and result.rollback.outcome == READY:
+            self.current = self.last_good = result.rollback.layout
+        else:
+            self.current = None
+        return result, time.monotonic() - t0
+
+    async def one_layout(self, name: str, opts: ExploreOptions, capacity, explore_id: int) -> LayoutReport:
+        t0 = time.monotonic()
+        _svc, lc = resolve(self.host, self.service, name)
+        fit = fit_layout(self.service, lc, capacity)
+        fit_json = fit.to_json() if fit is not None else None
+        if fit is not None and fit.verdict in ("oom", "invalid") and not opts.include_oom:
+            return LayoutReport(name, SKIPPED, fit_json, elapsed_s=time.monotonic() - t0)
+        switch_s = 0.0
+        if self.current != name:
+            result, switch_s = await self._switch(name, force=opts.include_oom, timeout_s=opts.switch_timeout_s)
+            if result.outcome != READY:
+                failure = result.failure.to_json() if result.failure is not None else None
+                failure = failure or {"summary": result.reason}
+                if result.rollback is not None:
+                    failure = {**failure, "rollback": {"layout": result.rollback.layout,
+                                                       "outcome": result.rollback.outcome}}
+                outcome = TIMEOUT if result.outcome == TIMEOUT else FAILED
+                return LayoutReport(name, outcome, fit_json, failure, switch_s=switch_s,
+                                    elapsed_s=time.monotonic() - t0)
+        p0 = time.monotonic()
+        try:
+            levels = await probe_service(self.host, self.service, opts.probe, audit=self.audit, store=self.store,
+                                         explore_id=explore_id, layout=name, on_result=self.emit,
+                                         on_progress=self.on_progress)  # fmt: skip
+        except UsageError:
+            raise
+        except ConsoleError as exc:
+            return LayoutReport(name, FAILED, fit_json, {"summary": f"probe: {exc}"}, switch_s=switch_s,
+                                probe_s=time.monotonic() - p0, elapsed_s=time.monotonic() - t0)
+        return LayoutReport(name, MEASURED, fit_json, None, tuple(r.to_json() for r in levels), switch_s=switch_s,
+                            probe_s=time.monotonic() - p0, elapsed_s=time.monotonic() - t0)  # fmt: skip
+
+    async def _leave_ready(self) -> None:
+        """After a cancel: keep the layout if it is ready, else bring back the last good one."""
+        self.current = await self._running_ready()
+        if self.current is None and self.last_good is not None:
+            await self._switch(self.last_good, force=True, timeout_s=900.0)
+
+    async def _finish(self, opts: ExploreOptions, target: str | None, start_layout: str | None) -> None:
+        if opts.return_to_start and start_layout is None:
+            for state in await unit_states(self.host, self.service):  # it started with nothing running
+                if state.is_running:
+                    await self.host.services.stop(state.unit)
+            self.current = None
+        elif target is not None and target != self.current:
+            await self._switch(target, force=True, timeout_s=opts.switch_timeout_s)
+
+    async def run(self, opts: ExploreOptions | None = None, *, resume: bool = False) -> ExploreResult:
+        """Sweep the layouts (or go on with the unfinished sweep, with `resume`).
+
+        Raises:
+            ExploreRefused: another explore of the service runs; nothing to resume.
+            UsageError: a layout name the service does not have.
+        """
+        t0 = time.monotonic()
+        try:
+            async with self.host.lock(explore_lock_name(self.service)):
+                return await self._run_locked(opts, resume, t0)
+        except LockBusy as exc:
+            raise ExploreRefused(f"another explore of {self.service.name} runs on {self.host.name} ({exc})") from None
+
+    async def _run_locked(self, opts: ExploreOptions | None, resume: bool, t0: float) -> ExploreResult:
+        host, svc = self.host.name, self.service.name
+        self.current = self.last_good = await self._running_ready()
+        done: dict[int, LayoutOutcome] = {}
+        if resume:
+            record = self.store.unfinished_explore(host, svc)
+            if record is None:
+                raise ExploreRefused(f"{host}/{svc}: no unfinished explore to resume")
+            explore_id, opts, start_layout = record.id, ExploreOptions.from_json(record.params), record.start_layout
+            done = self.store.outcomes(explore_id)
+            self.store.set_explore_state(explore_id, RUNNING)
+        else:
+            if opts is None:
+                raise UsageError("explore: no layouts given")
+            start_layout = self.current
+            explore_id = self.store.begin_explore(host, svc, opts.to_json(), start_layout)
+        for name in opts.layouts:
+            resolve(self.host, self.service, name)  # an unknown name is a usage error before anything runs
+        reports: dict[int, LayoutReport] = {}
+        for pos, outcome in done.items():
+            probes = tuple(p.result for p in self.store.probes(explore_id=explore_id) if p.layout == outcome.layout)
+            reports[pos] = LayoutReport(outcome.layout, outcome.outcome, outcome.fit, outcome.failure, probes)
+        interrupted = False
+        try:
+            capacity = await host_capacity(self.host)
+            for pos, name in enumerate(opts.layouts):
+                if pos in reports:
+                    continue
+                report = await self.one_layout(name, opts, capacity, explore_id)
+                reports[pos] = report
+                self.store.record_outcome(explore_id, pos, LayoutOutcome(
+                    name, report.outcome, report.fit, report.failure, time.time()))  # fmt: skip
+                self.emit(LayoutDone(pos, report))
+            ordered = [reports[p] for p in sorted(reports)]
+            best = best_layout({r.layout: levels_of(r.probes) for r in ordered if r.outcome == MEASURED}, opts.pick)
+            await self._finish(opts, start_layout if opts.return_to_start else best, start_layout)
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            interrupted = True
+            task = asyncio.current_task()
+            if task is not None:
+                task.uncancel()  # the cancel was taken: what follows is the clean-up, not cancelled
+            await self._leave_ready()
+        ordered = [reports[p] for p in sorted(reports)]
+        best = best_layout({r.layout: levels_of(r.probes) for r in ordered if r.outcome == MEASURED}, opts.pick)
+        left = await self._running_ready()
+        self.store.set_explore_state(explore_id, INTERRUPTED if interrupted else DONE, best=best, left_running=left)
+        return ExploreResult(explore_id, host, svc, tuple(ordered), best, left, opts.pick, start_layout,
+                             interrupted=interrupted, elapsed_s=time.monotonic() - t0)  # fmt: skip

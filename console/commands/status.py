@@ -31,6 +31,7 @@ async def _status(host_cfgs, as_json: bool) -> int:
     from console.domain.text import shown
     from console.factory import open_host
     from console.ops.audit import open_audit
+    from console.ops.engine_status import engine_figures, figures_line, metrics_json
     from console.ops.status import service_status
 
     audit = open_audit()
@@ -42,11 +43,14 @@ async def _status(host_cfgs, as_json: bool) -> int:
                 snapshot = await host.gpus.sample()
                 for service in host_cfg.services:
                     st = await service_status(host, service, audit=audit, snapshot=snapshot)
+                    # the engine's own numbers: two /metrics readings a second apart, while a unit runs
+                    figures, why = await engine_figures(host, service, running=st.active_unit is not None)
                     failed = failed or st.error is not None
                     if as_json:
-                        print_json(st.to_json())
+                        print_json({**st.to_json(), **metrics_json(figures, why)})
                     else:
                         _print_human(st)
+                        print(f"  {shown(figures_line(figures, why))}")
             except BrokenPipeError:  # our own stdout closed (`status | head`): no host is at fault
                 raise
             except Exception as exc:  # one host down never hides the others

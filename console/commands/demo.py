@@ -42,10 +42,13 @@ def run(args: argparse.Namespace) -> int:
     require_writable(None, args.readonly, "play the demo story (it switches layouts and stops units)")
 
     if args.time_scale is not None:
-        if args.time_scale <= 0:
-            from console.errors import UsageError
+        from console.errors import UsageError
+        from console.sim.engine_args import checked_time_scale
 
-            raise UsageError("--time-scale must be positive")
+        try:
+            checked_time_scale(args.time_scale, f"--time-scale {args.time_scale}")
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
         os.environ[TIME_SCALE_ENV] = repr(args.time_scale)
     config, notes = load_demo_config()
     for note in notes:

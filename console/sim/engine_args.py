@@ -8,6 +8,7 @@ like one written for a real one. Flags SGLang has that change nothing here (`--t
 from __future__ import annotations
 
 import argparse
+import math
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -160,13 +161,31 @@ def cuda_devices(visible: Sequence[str] | None, gpu_count: int, uuids: Sequence[
     return devices
 
 
+#: The slowest simulated pace (hosts.toml's time_scale has the same bound); inf would never finish.
+MAX_TIME_SCALE = 1000.0
+
+
+def checked_time_scale(value: float | str, source: str) -> float:
+    """A time scale above 0 and at most MAX_TIME_SCALE; 0, negatives, nan, inf and text are refused.
+
+    Raises:
+        ValueError: one line naming `source` (e.g. "SERVE_CONSOLE_SIM_TIME_SCALE=nan").
+    """
+    try:
+        scale = float(value)
+    except ValueError:
+        scale = math.nan
+    if not (math.isfinite(scale) and 0 < scale <= MAX_TIME_SCALE):
+        raise ValueError(f"{source}: expected a number above 0 and at most {MAX_TIME_SCALE:g}")
+    return scale
+
+
 def time_scale_from(flag_value: float) -> float:
-    """The time scale: the environment overrides the flag; it must be positive."""
+    """The time scale: the environment overrides the flag; either is checked."""
     raw = os.environ.get(TIME_SCALE_ENV)
-    value = float(raw) if raw not in (None, "") else flag_value
-    if not value > 0:
-        raise ValueError(f"time scale must be positive, got {value}")
-    return value
+    if raw not in (None, ""):
+        return checked_time_scale(raw, f"{TIME_SCALE_ENV}={raw}")
+    return checked_time_scale(flag_value, f"--time-scale {flag_value}")
 
 
 def parse_engine_args(argv: Sequence[str] | None = None) -> EngineArgs:

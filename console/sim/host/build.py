@@ -15,7 +15,7 @@ from console.config import HostConfig
 from console.domain.models import GpuSnapshot
 from console.hosts.base import Host, LinkStatus, LockBusy, SampledGpuSource
 from console.sim.host.procman import ProcessManager
-from console.sim.host.units import sim_settings
+from console.sim.host.units import sim_settings, time_scale
 from console.sim.ledger import read_snapshot
 
 
@@ -65,6 +65,7 @@ def build_sim_host(cfg: HostConfig, state_root: Path, *, stop_units_on_close: bo
     from console.hosts.health import HttpHealthProbe
     from console.sim.ledger import ensure_inventory
 
+    time_scale(cfg)  # a bad SERVE_CONSOLE_SIM_TIME_SCALE is one line now, not a vague failure at start
     manager = ProcessManager(cfg, state_root)
     sim = sim_settings(cfg)
     ensure_inventory(manager.ledger_dir, sim.gpu_count, sim.gpu_total_mib, sim.gpu_name, host=cfg.name)

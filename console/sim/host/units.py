@@ -16,7 +16,8 @@ from urllib.parse import urlsplit
 
 from console.config import DROP_IN, ENV_FILE, HostConfig, LayoutConfig, ServiceConfig, SimConfig
 from console.domain.models import Engine
-from console.errors import HostError
+from console.errors import HostError, UsageError
+from console.sim.engine_args import checked_time_scale
 
 TIME_SCALE_ENV = "SERVE_CONSOLE_SIM_TIME_SCALE"
 
@@ -156,13 +157,17 @@ def sim_settings(cfg: HostConfig) -> SimConfig:
 
 
 def time_scale(cfg: HostConfig) -> float:
-    """hosts.toml's time_scale, unless SERVE_CONSOLE_SIM_TIME_SCALE overrides it."""
+    """hosts.toml's time_scale, unless SERVE_CONSOLE_SIM_TIME_SCALE overrides it.
+
+    Raises:
+        UsageError: the variable is not a number above 0 and at most 1000 (one line naming it).
+    """
     override = os.environ.get(TIME_SCALE_ENV)
     if override:
         try:
-            return float(override)
-        except ValueError:
-            pass
+            return checked_time_scale(override, f"{TIME_SCALE_ENV}={override}")
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
     return sim_settings(cfg).time_scale
 
 

@@ -66,10 +66,17 @@ class _Feed:
                 phase = self.tracker.mark_failed(entry.ts, finding.summary, finding.rank) or phase
         return ReadEntry(entry, findings, phase)
 
-    def replay_after(self, cursor: str, restart: bool) -> list[ReadEntry] | None:
-        """The buffered entries after `cursor` (re-read as a new start if asked), or None if not buffered."""
+    def replay_after(self, cursor: str | None, restart: bool) -> list[ReadEntry] | None:
+        """The buffered entries after `cursor` (re-read as a new start if asked), or None if not buffered.
+
+        No cursor means the unit had no entries when the reader looked: then every buffered entry came
+        after that, unless the buffer has already dropped some.
+        """
         entries = list(self.buffer)
-        at = next((i for i in range(len(entries) - 1, -1, -1) if entries[i].entry.cursor == cursor), None)
+        if cursor is None:
+            at = -1 if len(entries) < (self.buffer.maxlen or 0) else None
+        else:
+            at = next((i for i in range(len(entries) - 1, -1, -1) if entries[i].entry.cursor == cursor), None)
         if at is None:
             return None
         later = entries[at + 1 :]
@@ -145,19 +152,18 @@ class JournalHub:
             del self._feeds[unit]
             feed = None
         queue: asyncio.Queue[object] = asyncio.Queue()
-        if feed is not None and new_start and after_cursor is None:
-            feed = None  # a new start of a unit with no journal yet: read it all, afresh, alone
-            async for read in self._alone(unit, engine, None, new_start):
-                yield read
-            return
         if feed is None:
             feed = self._open(unit, engine, after_cursor, lines, shared=True)
             self._feeds[unit] = feed
             if new_start:
                 feed.restart_analysis()
             feed.queues.append(queue)
-        elif after_cursor is not None:
+        elif after_cursor is not None or new_start:
             replay = feed.replay_after(after_cursor, new_start)
+            if replay is None and after_cursor is None:
+                async for read in self._alone(unit, engine, None, new_start):  # the buffer dropped some
+                    yield read
+                return
             if replay is None:
                 reached = asyncio.Event()
                 feed.waiting[queue] = (after_cursor, new_start, reached)

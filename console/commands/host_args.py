@@ -39,6 +39,20 @@ def pick_host(config: ConsoleConfig, name: str | None) -> HostConfig:
     return found
 
 
+def pick_host_for_layout(config: ConsoleConfig, name: str | None, layout: str) -> HostConfig:
+    """The host named by --host; else the only one; else the only one that has `layout` (the demo
+    cluster's `switch EP8` finds `demo`, `switch TP2` finds `demo-vllm`).
+
+    Raises:
+        UsageError: as `pick_host`, when several hosts have the layout (or none has).
+    """
+    if name is None and len(config.hosts) > 1:
+        having = [h for h in config.hosts if any(s.layout(layout) for s in h.services)]
+        if len(having) == 1:
+            return having[0]
+    return pick_host(config, name)
+
+
 def pick_service(host: HostConfig, name: str | None) -> ServiceConfig:
     """The service named by --service, or the host's only one."""
     found = host.service(name)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 
-from console.commands.host_args import add_host_option, load, pick_host, pick_service
+from console.commands.host_args import add_host_option, load, pick_host_for_layout, pick_service
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -39,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
     from console.ops.guard import require_writable
 
     config = load(args)
-    host_cfg = pick_host(config, args.host)
+    host_cfg = pick_host_for_layout(config, args.host, args.layout)
     service = pick_service(host_cfg, args.service)
     require_writable(config, args.readonly, f"switch {host_cfg.name}/{service.name} to {args.layout}")
     return asyncio.run(_switch(host_cfg, service, args))

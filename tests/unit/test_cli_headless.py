@@ -25,6 +25,9 @@ def demo_env(tmp_path):
     assert "http://127.0.0.1:30000" in text and model.exists()
     text = text.replace("http://127.0.0.1:30000", f"http://127.0.0.1:{free_port()}")
     text = text.replace('"models/moonshotai--Kimi-K2.6.json"', json.dumps(str(model)))
+    qwen = (demo_config_path().parent / "models" / "Qwen--Qwen3-235B-A22B-FP8.json").resolve()
+    text = text.replace("http://127.0.0.1:8000", f"http://127.0.0.1:{free_port()}")  # demo-vllm's engine
+    text = text.replace('"models/Qwen--Qwen3-235B-A22B-FP8.json"', json.dumps(str(qwen)))
     (tmp_path / "hosts.toml").write_text(text)
     env = dict(
         os.environ, SERVE_CONSOLE_STATE_DIR=str(tmp_path / "state"), SERVE_CONSOLE_SIM_TIME_SCALE="0.03"
@@ -83,15 +86,21 @@ def test_forced_tp4ep2_fails_with_oom_facts_then_rolls_back_to_ep8(demo_env):
     # A second process sees the same units: EP8 runs, healthy, holding GPU memory.
     status = cli(cwd, env, "status", "--json")
     assert status.returncode == 0, status.stderr
-    [line] = json_lines(status.stdout)
+    line, idle = json_lines(status.stdout)  # demo, then demo-vllm with nothing running
+    assert idle["host"] == "demo-vllm" and idle["metrics"] is None and idle["metrics_error"] == "no unit running"
     assert line["active_layout"] == "EP8" and line["state"]["active"] == "active"
     assert line["health"]["status"] == "ready"
     assert line["gpu_total_mib"] == 8 * 97887 and line["gpu_used_mib"] > 8 * 60_000
+    metrics = line["metrics"]  # the engine's own numbers, read from its /metrics
+    assert metrics is not None, line["metrics_error"]
+    assert metrics["running_requests"] == 0 and 0 <= metrics["kv_cache_usage"] < 1
+    assert {"age_s", "waiting_requests", "generation_tokens_per_s", "prompt_tokens_per_s", "ttft_p50_s",
+            "ttft_p99_s", "itl_p50_s", "itl_p99_s"} <= metrics.keys()
 
-    tail = cli(cwd, env, "tail", "--unit", "sglang-k26@tp4ep2.service", "--json", "-n", "500")
+    tail = cli(cwd, env, "tail", "--host", "demo", "--unit", "sglang-k26@tp4ep2.service", "--json", "-n", "500")
     findings = [e["finding"] for e in json_lines(tail.stdout) if e["finding"]]
     assert any(f["kind"] == "cuda_oom" for f in findings)
-    human_tail = cli(cwd, env, "tail", "--unit", "sglang-k26@tp4ep2.service", "-n", "500")
+    human_tail = cli(cwd, env, "tail", "--host", "demo", "--unit", "sglang-k26@tp4ep2.service", "-n", "500")
     assert ">> cuda_oom" in human_tail.stdout
 
     history = json_lines(cli(cwd, env, "history", "--json").stdout)

@@ -32,7 +32,7 @@ FIXTURE_KIMI = REPO / "tests" / "models" / "moonshotai--Kimi-K2.6.json"
 
 def test_demo_cluster_is_the_seed_host() -> None:
     config = load_config(demo_config_path())
-    (host,) = config.hosts
+    host, vllm_host = config.hosts
     assert (host.name, host.transport, host.gpus, host.gpu_count) == ("demo", "sim", "sim", 8)
     assert host.sim is not None
     assert host.sim.gpu_total_mib == 97887
@@ -47,20 +47,30 @@ def test_demo_cluster_is_the_seed_host() -> None:
     assert service.layout("tp4ep2").layout == Layout(tp=4, ep=2)
     assert service.layout("PP8").layout == Layout(pp=8)
     assert service.unit_for(service.layout("TP4 EP2")) == "sglang-k26@tp4ep2.service"
-    assert config.host(None) is host and host.service(None) is service
+    # The second host: four H100 80 GB serving Qwen3-235B-A22B-FP8 on vLLM.
+    assert (vllm_host.name, vllm_host.sim.gpu_count, vllm_host.sim.gpu_total_mib) == ("demo-vllm", 4, 81559)
+    assert vllm_host.sim.gpu_name == "NVIDIA H100 80GB HBM3"
+    (qwen,) = vllm_host.services
+    assert (qwen.engine, qwen.url) == (Engine.VLLM, "http://127.0.0.1:8000")
+    assert [lc.name for lc in qwen.layouts] == ["TP4", "TP2 PP2", "TP4 EP", "TP2"]
+    assert qwen.layout("TP4 EP").layout == Layout(tp=4, ep=4)  # --enable-expert-parallel: EP = TP x DP
+    assert qwen.unit_for(qwen.layout("TP4 EP")) == "vllm-qwen3@tp4ep.service"
+    assert config.host(None) is None and host.service(None) is service  # two hosts: --host picks one
 
 
 def test_packaged_model_config_is_verbatim() -> None:
     assert KIMI.read_bytes() == FIXTURE_KIMI.read_bytes()
+    qwen = "Qwen--Qwen3-235B-A22B-FP8.json"
+    assert (KIMI.parent / qwen).read_bytes() == (FIXTURE_KIMI.parent / qwen).read_bytes()
 
 
 def test_repo_hosts_toml_describes_the_demo_cluster() -> None:
     repo, demo = load_config(REPO / "hosts.toml"), load_config(demo_config_path())
     assert repo.path == REPO / "hosts.toml"
-    assert [h.name for h in repo.hosts] == ["demo"]
-    # Same host and service; only the `line` fields differ between the two files.
+    assert [h.name for h in repo.hosts] == ["demo", "demo-vllm"]
+    # Same hosts and services; only the `line` fields differ between the two files.
     strip = _without_lines
-    assert strip(repo.hosts[0]) == strip(demo.hosts[0])
+    assert [strip(h) for h in repo.hosts] == [strip(h) for h in demo.hosts]
     assert repo.ui == UiConfig()
 
 
@@ -347,10 +357,12 @@ def test_commented_real_host_blocks_of_the_example_are_valid(tmp_path: Path) -> 
     for folder in ("console/sim/models", "models/kimi-k2.6"):
         (tmp_path / folder).mkdir(parents=True)
     (tmp_path / "console/sim/models" / KIMI.name).write_bytes(KIMI.read_bytes())
+    qwen = REPO / "console/sim/models/Qwen--Qwen3-235B-A22B-FP8.json"
+    (tmp_path / "console/sim/models" / qwen.name).write_bytes(qwen.read_bytes())
     (tmp_path / "models/kimi-k2.6/config.json").write_bytes(KIMI.read_bytes())
     (tmp_path / "hosts.toml").write_text(head + "\n".join(uncommented) + "\n")
     config = load_config(tmp_path / "hosts.toml")
-    assert [h.name for h in config.hosts] == ["demo", "gpu-node-1", "gpu-node-2", "gpu-node-3"]
+    assert [h.name for h in config.hosts] == ["demo", "demo-vllm", "gpu-node-1", "gpu-node-2", "gpu-node-3"]
     mappings = {s.mapping for h in config.hosts for s in h.services}
     assert mappings == {UNIT_PER_LAYOUT, TEMPLATE, ENV_FILE, DROP_IN}
     seed = config.host("gpu-node-1").service("kimi-k2.6")

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from console.config import FleetConfig, HostConfig
-from console.hosts.prometheus import PrometheusClient
+from console.hosts.prometheus import PrometheusClient, VectorSample
 from console.ops.fleet_query import FIELD_LABEL, HostFigures, fleet_queries
 
 _PORT = re.compile(r":\d+$")
@@ -122,9 +122,11 @@ def prometheus_row(host: str, figures: HostFigures | None, now: float, cfg: Flee
     up = None if "up" not in f else f["up"] >= 1.0
     gpus_fresh = "gpus_ts" in f  # Prometheus still returns the series (within its 5 min look-back)
     engine_fresh = "engine_ts" in f
+    # Series seen lately but gone now (a staleness marker, a target dropped): missing, so stale.
+    gone = ("gpus_seen" in f and not gpus_fresh) or ("engine_seen" in f and not engine_fresh)
     return FleetRow(
         host=host, source="prometheus", up=up, age_s=age,
-        stale=age is None or age > cfg.stale_after_s or up is False,
+        stale=age is None or age > cfg.stale_after_s or up is False or gone,
         gpus_used_mib=_int(f.get("gpus_used_mib")) if gpus_fresh else None,
         gpus_total_mib=_int(f.get("gpus_total_mib")) if gpus_fresh else None,
         gpus_busy=_int(f.get("gpus_busy")) if gpus_fresh else None,
@@ -138,8 +140,14 @@ def prometheus_row(host: str, figures: HostFigures | None, now: float, cfg: Flee
     )  # fmt: skip
 
 
+#: The last-seen query runs at most this often; in between, its (absolute) timestamps are reused,
+#: unless a host's series vanished since the last refresh, which asks for them at once.
+SEEN_EVERY_S = 60.0
+_FRESH_OF = {"gpus_seen": "gpus_ts", "engine_seen": "engine_ts"}
+
+
 class PrometheusFleet:
-    """Reads the whole fleet's rows from Prometheus in three concurrent HTTP calls per refresh."""
+    """Reads the whole fleet's rows from Prometheus: two or three concurrent HTTP calls per refresh."""
 
     def __init__(self, cfg: FleetConfig, hosts: Sequence[HostConfig] = (), *,
                  client: PrometheusClient | None = None) -> None:
@@ -147,19 +155,14 @@ class PrometheusFleet:
         self.hosts = [h.name for h in hosts]
         self.mapper = HostMapper(cfg, hosts)
         self.client = client or PrometheusClient(cfg.prometheus, timeout_s=cfg.timeout_s)
-        self.queries = fleet_queries(cfg)
+        *self.fresh_queries, self.seen_query = fleet_queries(cfg)
+        self.seen_queries = 0
+        """How many times the last-seen query ran (for tests and the benchmark)."""
+        self._seen: dict[str, dict[str, float]] = {}
+        self._seen_at: float | None = None
+        self._fresh_before: set[tuple[str, str]] = set()
 
-    async def rows(self, *, at: float | None = None) -> list[FleetRow]:
-        """Every configured host (in file order), then every other host Prometheus knows (by name).
-
-        Raises:
-            HostError: Prometheus could not be read.
-        """
-        answers = await asyncio.gather(*(self.client.query(q, at=at) for q in self.queries))
-        samples = [s for answer in answers for s in answer]
-        # Ages by the server's clock, which also stamped the samples (the console's may be skewed).
-        now = max((s.evaluated_at for s in samples), default=at if at is not None else time.time())
-        figures: dict[str, HostFigures] = {}
+    def _figures(self, samples: list[VectorSample], into: dict[str, HostFigures]) -> None:
         for sample in samples:
             label_value = sample.labels.get(self.cfg.host_label)
             field = sample.labels.get(FIELD_LABEL)
@@ -167,7 +170,41 @@ class PrometheusFleet:
                 continue
             host = self.mapper.host(label_value)
             if host is not None:
-                figures.setdefault(host, HostFigures(set(), {})).add(label_value, field, sample.value)
+                into.setdefault(host, HostFigures(set(), {})).add(label_value, field, sample.value)
+
+    async def rows(self, *, at: float | None = None) -> list[FleetRow]:
+        """Every configured host (in file order), then every other host Prometheus knows (by name).
+
+        Args:
+            at: Evaluate at this time (POSIX seconds) instead of the server's now; always asks last-seen.
+
+        Raises:
+            HostError: Prometheus could not be read.
+        """
+        ask_seen = at is not None or self._seen_at is None or time.monotonic() - self._seen_at > SEEN_EVERY_S
+        queries = [*self.fresh_queries, *([self.seen_query] if ask_seen else [])]
+        answers = list(await asyncio.gather(*(self.client.query(q, at=at) for q in queries)))
+        figures: dict[str, HostFigures] = {}
+        self._figures([s for answer in answers for s in answer], figures)
+        fresh = {(h, f) for h, fig in figures.items() for f in _FRESH_OF.values() if f in fig.fields}
+        if not ask_seen and self._fresh_before - fresh:  # a host stopped reporting: when was it last seen?
+            ask_seen = True
+            answers.append(await self.client.query(self.seen_query, at=at))
+            self._figures(answers[-1], figures)
+        # Ages by the server's clock, which also stamped the samples (the console's may be skewed).
+        now = max((s.evaluated_at for answer in answers for s in answer),
+                  default=at if at is not None else time.time())
+        if ask_seen:
+            self.seen_queries += 1
+            self._seen_at = time.monotonic()
+            self._seen = {h: {f: v for f, v in fig.fields.items() if f in _FRESH_OF} for h, fig in figures.items()}
+        else:
+            for host, seen in self._seen.items():
+                fields = figures.setdefault(host, HostFigures(set(), {})).fields
+                for field, ts in seen.items():
+                    if ts <= now:
+                        fields.setdefault(field, ts)
+        self._fresh_before = fresh
         configured = set(self.hosts)
         others = sorted(h for h in figures if h not in configured)
         return [prometheus_row(h, figures.get(h), now, self.cfg, configured=h in configured)

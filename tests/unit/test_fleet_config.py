@@ -147,3 +147,57 @@ async def test_the_client_sends_the_header_and_names_the_fix_on_401(monkeypatch,
         await client.close()
     finally:
         await runner.cleanup()
+
+
+class _ScriptedPrometheus:
+    """Answers the fleet's queries from `fresh` ({host: sample time}) and `seen`, at `now`."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+        self.fresh: dict[str, float] = {}
+        self.seen: dict[str, float] = {}
+        self.asked: list[str] = []
+
+    async def query(self, expr: str, *, at=None):
+        from console.hosts.prometheus import VectorSample
+
+        def sample(host: str, field: str, value: float) -> VectorSample:
+            return VectorSample({"instance": f"{host}:9400", "sc_field": field}, value, self.now)
+
+        if "max_over_time" in expr:
+            self.asked.append("seen")
+            return [sample(h, "gpus_seen", t) for h, t in self.seen.items()]
+        if "DCGM_FI_DEV_FB_USED" in expr:
+            self.asked.append("gpus")
+            return [s for h, t in self.fresh.items() for s in (sample(h, "gpus_ts", t), sample(h, "gpus_used_mib", 5.0))]
+        self.asked.append("engines")
+        return [sample(h, "up", 1.0) for h in self.fresh]
+
+    async def close(self) -> None:
+        pass
+
+
+async def test_last_seen_is_asked_once_a_minute_or_when_a_host_stops_reporting() -> None:
+    from console.ops.fleet import PrometheusFleet
+
+    server = _ScriptedPrometheus()
+    fleet = PrometheusFleet(FleetConfig(prometheus="http://p"), client=server)  # type: ignore[arg-type]
+    server.fresh = {"a": 995.0, "b": 990.0}
+    server.seen = dict(server.fresh)
+    first = {r.host: r for r in await fleet.rows()}
+    assert server.asked == ["gpus", "engines", "seen"] and first["b"].age_s == 10.0
+    server.asked.clear()
+    server.now = 1015.0
+    server.fresh = {"a": 1010.0, "b": 1005.0}
+    await fleet.rows()
+    assert server.asked == ["gpus", "engines"]  # nothing vanished: two calls
+    server.asked.clear()
+    server.now, server.fresh, server.seen = 1030.0, {"a": 1025.0}, {"a": 1025.0, "b": 1005.0}
+    gone = {r.host: r for r in await fleet.rows()}
+    assert server.asked == ["gpus", "engines", "seen"]  # b vanished: asked at once
+    assert gone["b"].stale and gone["b"].age_s == 25.0 and gone["b"].gpus_used_mib is None
+    server.asked.clear()
+    server.now = 1045.0
+    later = {r.host: r for r in await fleet.rows()}
+    assert server.asked == ["gpus", "engines"] and later["b"].age_s == 40.0  # the cached time, older now
+    assert fleet.seen_queries == 2

@@ -26,6 +26,10 @@ from console.sim.host.journal import PRIORITY_INFO, PRIORITY_WARNING, append_ent
 from console.sim.host.unit_state import write_state
 
 _MAX_LINE_BYTES = 64 * 1024
+#: Space set aside at start and given back when a journal write fails (ENOSPC), so the supervisor can
+#: still record why the unit ended: its last journal lines and its state.
+RESERVE_BYTES = 256 * 1024
+RESERVE_FILE = "disk-reserve"
 
 
 def _set_parent_death_signal() -> None:
@@ -47,6 +51,8 @@ class Supervisor:
         self.journal = unit_dir / "journal.jsonl"
         self.stop_requested = threading.Event()
         self.output_done = threading.Event()
+        self.journal_error: OSError | None = None
+        """Set when the engine's output could not be written to the journal: the unit is then stopped."""
         self.state: dict = {
             "unit": unit,
             "supervisor_pid": os.getpid(),
@@ -55,13 +61,40 @@ class Supervisor:
         }
 
     def log(self, message: str, *, priority: int = PRIORITY_INFO) -> None:
-        append_entry(self.journal, message, pid=1, priority=priority, source="systemd")
+        """systemd's own line about the unit; a full disk loses the line, never the supervisor."""
+        with contextlib.suppress(OSError):
+            append_entry(self.journal, message, pid=1, priority=priority, source="systemd")
 
     def set_state(self, active: str, sub: str, **extra: object) -> None:
+        """Record the state; when the disk is full the record is lost, and a console that finds the
+        supervisor gone reads the unit as failed (unit_state_from), which is still the truth."""
         self.state.update(active=active, sub=sub, since=time.time(), **extra)
-        write_state(self.unit_dir, self.state)
+        with contextlib.suppress(OSError):
+            write_state(self.unit_dir, self.state)
+
+    def _reserve_space(self) -> None:
+        with contextlib.suppress(OSError):
+            fd = os.open(self.unit_dir / RESERVE_FILE, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            try:
+                os.posix_fallocate(fd, 0, RESERVE_BYTES)
+            finally:
+                os.close(fd)
+
+    def _journal_failed(self, exc: OSError) -> None:
+        """The engine's output cannot be stored: give back the reserve, say so, and stop the unit (as
+        a unit whose output nobody can read is not one an operator can run safely)."""
+        self.journal_error = exc
+        with contextlib.suppress(OSError):
+            os.unlink(self.unit_dir / RESERVE_FILE)
+        self.log(
+            f"{self.unit}: Failed to write the unit's output to the journal: [Errno {exc.errno}] "
+            f"{exc.strerror or exc}; stopping the unit",
+            priority=PRIORITY_WARNING,
+        )
+        self.stop_requested.set()
 
     def run(self, argv: list[str]) -> int:
+        self._reserve_space()
         self.set_state("activating", "start", result="success", main_pid=None, exec_main_status=None)
         self.log(f"Starting {self.description}...")
         try:
@@ -89,11 +122,20 @@ class Supervisor:
         return 0
 
     def _copy_output(self, proc: subprocess.Popen) -> None:
+        """Copy the engine's output into the journal until it ends; output_done is set however this
+        thread ends, so the main loop never waits on a dead reader (it used to, past SIGTERM)."""
         assert proc.stdout is not None
-        for raw in iter(lambda: proc.stdout.readline(_MAX_LINE_BYTES), b""):
-            text = raw.decode("utf-8", "replace").rstrip("\r\n")
-            append_entry(self.journal, text, pid=proc.pid)
-        self.output_done.set()
+        try:
+            for raw in iter(lambda: proc.stdout.readline(_MAX_LINE_BYTES), b""):
+                if self.journal_error is not None:
+                    continue  # keep draining, so the engine never blocks on a full pipe while it stops
+                text = raw.decode("utf-8", "replace").rstrip("\r\n")
+                try:
+                    append_entry(self.journal, text, pid=proc.pid)
+                except OSError as exc:
+                    self._journal_failed(exc)
+        finally:
+            self.output_done.set()
 
     def _wait(self, proc: subprocess.Popen) -> bool:
         """Wait for the main process (and its output) to end; handle stop requests. True if SIGKILLed."""
@@ -128,15 +170,18 @@ class Supervisor:
             status, code = -returncode, "killed"
             detail = f"status={-returncode}/{signal.Signals(-returncode).name.removeprefix('SIG')}"
         clean = returncode == 0 or (stopping and returncode == -signal.SIGTERM and not killed_after_timeout)
+        clean = clean and self.journal_error is None  # stopped for a full disk is a failure, not a stop
         if not clean:
             self.log(f"{self.unit}: Main process exited, code={code}, {detail}", priority=PRIORITY_WARNING)
         result = "success"
-        if not clean:
+        if self.journal_error is not None:
+            result = "resources"  # systemd's word for a unit that failed for want of a resource
+        elif not clean:
             result = "timeout" if killed_after_timeout else ("exit-code" if code == "exited" else "signal")
             self.log(f"{self.unit}: Failed with result '{result}'.", priority=PRIORITY_WARNING)
         else:
             self.log(f"{self.unit}: Deactivated successfully.")
-        if stopping:
+        if stopping and self.journal_error is None:
             self.log(f"Stopped {self.description}.")
         active = "inactive" if clean else "failed"
         self.set_state(
@@ -147,6 +192,8 @@ class Supervisor:
             main_pid=None,
             exited_at=time.time(),
         )
+        with contextlib.suppress(OSError):
+            os.unlink(self.unit_dir / RESERVE_FILE)
 
 
 def _killpg(pgid: int, sig: int) -> None:

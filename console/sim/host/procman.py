@@ -105,7 +105,12 @@ class ProcessManager:
             if (await self.state(unit)).is_running:
                 return  # as `systemctl start` on an active unit: nothing to do
             argv, env = self._command(spec)
-            await asyncio.to_thread(self._spawn, spec, argv, env)
+            try:
+                await asyncio.to_thread(self._spawn, spec, argv, env)
+            except OSError as exc:  # an already full disk, a read-only state dir: one line
+                raise HostError(
+                    self.cfg.name, f"{unit}: cannot start it: {exc.strerror or exc} (in {self.unit_dir(unit, create=False)})"
+                ) from None
 
     async def stop(self, unit: str) -> None:
         async with self._unit_lock(unit):

@@ -25,6 +25,27 @@ async def test_a_reachable_host_gives_its_gpus_and_no_engine_figures(tmp_path: P
     assert row.to_json()["source"] == "ssh"
 
 
+async def test_a_running_engine_adds_its_own_figures(tmp_path: Path) -> None:
+    import asyncio
+
+    hosts = SimHosts(tmp_path)
+    host = hosts(sim_host_config("sim1"))
+    service = host.config.services[0]
+    try:
+        await host.services.start(service.unit_for(service.layouts[0]))  # EP8
+        for _ in range(300):  # the simulated start at time scale 0.03 takes a few seconds
+            if (await host.probes[service.name].probe()).status == "ready":
+                break
+            await asyncio.sleep(0.05)
+        row = await ssh_row(host)
+    finally:
+        await hosts.close()
+    assert row.up is True and row.gpus_busy == 8
+    assert row.running_requests == 0 and row.waiting_requests == 0  # read, so 0, not None
+    assert row.kv_cache_usage is not None and 0 <= row.kv_cache_usage < 1
+    assert row.generation_tokens_per_s is not None and row.engine_age_s is not None
+
+
 async def test_an_unreachable_host_is_a_down_row_not_an_exception() -> None:
     service = sim_host_config().services[0]
     cfg = HostConfig(name="gone", address="127.0.0.1", port=free_port(), connect_timeout_s=2.0,

@@ -127,7 +127,7 @@ class ReadinessEvent:
 
 
 class FindingClass(enum.StrEnum):
-    """Classes of failure that triage recognises (see shared/facts/engines.md)."""
+    """Classes of failure that triage recognises (shared/facts/engines.md, console/domain/catalogue.py)."""
 
     CUDA_OOM = "cuda_oom"
     KV_CACHE_TOO_SMALL = "kv_cache_too_small"
@@ -135,12 +135,25 @@ class FindingClass(enum.StrEnum):
     ENGINE_INIT = "engine_init"
     CUDA_GRAPH = "cuda_graph"
     NCCL = "nccl"
+    NCCL_TIMEOUT = "nccl_timeout"
     PORT_IN_USE = "port_in_use"
     ILLEGAL_MEMORY_ACCESS = "illegal_memory_access"
     WEIGHT_LOAD_ERROR = "weight_load_error"
-    UNIT_FAILED = "unit_failed"
+    UNSUPPORTED_ARCHITECTURE = "unsupported_architecture"
+    HF_ACCESS = "hf_access"
+    NO_KERNEL_IMAGE = "no_kernel_image"
+    QUANTIZATION_UNSUPPORTED = "quantization_unsupported"
+    SHM_EXHAUSTED = "shm_exhausted"
+    SEGFAULT = "segfault"
+    HOST_OOM = "host_oom"
+    COMPILE_ERROR = "compile_error"
+    CUDA_DRIVER_TOO_OLD = "cuda_driver_too_old"
+    MAX_MODEL_LEN = "max_model_len"
+    DISK_FULL = "disk_full"
     GPU_XID = "gpu_xid"
-    TRACEBACK = "traceback"  # an unclassified Python traceback's final exception line
+    ENGINE_ERROR = "engine_error"  # a fatal end no signature names: the exception, signal or abort itself
+    UNIT_FAILED = "unit_failed"
+    TRACEBACK = "traceback"  # an unclassified Python traceback's final exception line, not (yet) fatal
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,7 +171,21 @@ class OomFigures:
 
 @dataclass(frozen=True, slots=True)
 class Finding:
-    """A triaged log line: what happened, in plain words, with its numbers."""
+    """A triaged log line: what happened, in plain words, with its numbers.
+
+    Attributes:
+        cls: The failure class.
+        line: The log line (or the rejoined message) it was read from.
+        summary: Plain words, with the figures.
+        rank: The parallel rank the line's prefix names.
+        fatal: Whether it ends the start.
+        oom: The figures of a CUDA OOM.
+        ts: When the line was logged (POSIX seconds).
+        hint: What to do about it (console/domain/catalogue.py).
+        context: What the engine was doing when it happened (an OOM during CUDA-graph capture: cuda_graph).
+        consequences: The findings this root cause explains (the decisive finding only).
+        seq: The number of the line in the stream the Triager read (1 = the first).
+    """
 
     cls: FindingClass
     line: str
@@ -167,6 +194,10 @@ class Finding:
     fatal: bool = True
     oom: OomFigures | None = None
     ts: float | None = None
+    hint: str | None = None
+    context: FindingClass | None = None
+    consequences: tuple[Finding, ...] = ()
+    seq: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The stable JSON shape used by `triage --json` and switch's `failure` object."""
@@ -182,6 +213,17 @@ class Finding:
             out.update(asdict(self.oom))
         if self.ts is not None:
             out["ts"] = self.ts
+        if self.hint is not None:
+            out["hint"] = self.hint
+        if self.context is not None:
+            out["context"] = self.context.value
+        if self.seq is not None:
+            out["line_no"] = self.seq
+        if self.consequences:
+            out["consequences"] = [
+                {"class": c.cls.value, "summary": c.summary, "rank": c.rank, "line_no": c.seq}
+                for c in self.consequences
+            ]
         return out
 
 

@@ -19,8 +19,22 @@ _SYSLOG = re.compile(
     r"|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?)"
     r" (?P<host>\S+) (?P<ident>[^\s\[\]]{1,64}?)(?:\[(?P<pid>\d+)\])?: "
 )
-# vLLM prefixes every line a child process writes: "(Worker_TP1_EP1 pid=1301) ".
-_VLLM_PROC = re.compile(r"\((?P<proc>[A-Za-z][^()\n]{0,60}?) pid=(?P<pid>\d+)\) ?")
+# journald's identifier alone (`journalctl -o cat` pasted with it, or a trimmed paste): "python[1234]: ".
+_IDENT = re.compile(r"(?P<ident>[A-Za-z_][\w.-]{0,63})\[(?P<pid>\d{1,9})\]: ")
+# docker compose: "vllm-1  | " (the service name, padded, and a bar).
+_COMPOSE = re.compile(r"(?P<svc>[A-Za-z0-9][\w.-]{0,63}) +\| ")
+# A bare timestamp (docker logs -t, loguru, Python logging, k8s): ISO date and time, maybe bracketed,
+# maybe followed by loguru's "| LEVEL | module:function:line - ".
+_TIMESTAMP = re.compile(
+    r"\[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]?(?: ?[|,-])? "
+    r"(?:(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL|SUCCESS|TRACE) *\| [^|\n]{0,120}? - )?"
+)
+# A level word first: uvicorn's "ERROR:    ", Python's "WARNING:root:", "INFO 2024-05-01 ..." .
+_LEVEL_WORD = re.compile(
+    r"(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)(?::(?:[\w.]{1,64}:)?(?: +|$)| +(?=\d{4}-))"
+)
+# vLLM prefixes every line a child process writes: "(Worker_TP1_EP1 pid=1301) ", Ray adds ", ip=...".
+_VLLM_PROC = re.compile(r"\((?P<proc>[A-Za-z][^()\n]{0,60}? )?pid=(?P<pid>\d+)(?:, ip=[\w.:-]{1,64})?\) ?")
 # vLLM's logger: "ERROR 05-26 00:06:20 [core.py:708] " (older: "ERROR 05-26 00:06:20 core.py:708] ").
 _VLLM_LEVEL = re.compile(
     r"(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? "
@@ -30,13 +44,20 @@ _VLLM_LEVEL = re.compile(
 _SGLANG = re.compile(
     r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)?(?P<ranks>(?: [A-Z][A-Z_]{0,8}\d{1,5}){0,6})\] ?"
 )
-# PyTorch's c10d lines: "[rank2]:[E526 00:16:20.123456789 ProcessGroupNCCL.cpp:632] ".
-_TORCH_RANK = re.compile(r"\[rank(?P<rank>\d{1,5})\]:")
-_GLOG = re.compile(r"\[[IWEF]\d{3,4} \d\d:\d\d:\d\d(?:\.\d+)? (?:\d+ )?[\w.]{1,80}:\d+\] ?")
+# PyTorch's per-rank prefix: "[rank2]:[E526 00:16:20.123456789 ProcessGroupNCCL.cpp:632] " or
+# torchrun's "[rank0]: " before every line of a rank's output (one space, then the message as written).
+_TORCH_RANK = re.compile(r"\[rank(?P<rank>\d{1,5})\]: ?")
+_GLOG = re.compile(r"\[?(?P<sev>[IWEF])(?:\d{3,4} \d\d:\d\d:\d\d(?:\.\d+)? +(?:\d+ )?)? ?[\w.]{1,80}:\d+\] ?")
+# What a paste adds before a line: a markdown quote `> `, a CI gutter `  | `, a stray inline-code
+# backtick, colour codes that lost their escape byte (`[36m`), HTML colour tags (`<font ...><b>`).
+_ARTEFACT = re.compile(r" {0,4}(?:> ?|\| |`|\[\d{1,3}(?:;\d{1,3}){0,4}m|(?:</?[A-Za-z][^<>\n]{0,80}>)+) ?")
 # Colour codes, as vLLM writes them when its output is a terminal.
 _ANSI = re.compile(r"\x1b\[[0-9;]{0,32}[A-Za-z]")
 _PROC_RANK = re.compile(r"(?<![A-Za-z0-9])((?:DP|PP|TP|EP|DCP|PCP)\d{1,5})(?![A-Za-z0-9])")
 _PROC_RANK_NUMBER = re.compile(r"rank=(\d{1,5})")
+_GLOG_LEVEL = {"I": "INFO", "W": "WARNING", "E": "ERROR", "F": "FATAL"}
+#: Prefixes stack (compose, journald, vLLM's process, its level ...); more than this is no prefix.
+_MAX_PREFIXES = 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,9 +68,10 @@ class LineHeader:
         ident: The syslog identifier (`python3`, `systemd`, `kernel`), when the line has one.
         pid: The pid in the syslog prefix or in vLLM's process prefix (the latter wins).
         stream: A key naming the writer, so interleaved tracebacks of different processes stay apart.
-        rank: The parallel rank, e.g. "TP2", "DP0 TP3 EP3", "TP1 EP1".
-        level: vLLM's log level (INFO, WARNING, ERROR ...), when the line carries one.
+        rank: The parallel rank, e.g. "TP2", "DP0 TP3 EP3", "TP1 EP1", "rank0".
+        level: The log level (INFO, WARNING, ERROR ...), when a prefix carries one.
         payload: The message after all prefixes.
+        tagged: Whether any prefix was found (an untagged line may continue a wrapped one).
     """
 
     ident: str | None
@@ -58,6 +80,7 @@ class LineHeader:
     rank: str | None
     level: str | None
     payload: str
+    tagged: bool = False
 
 
 def rank_of_process(proc: str) -> str | None:
@@ -69,11 +92,14 @@ def rank_of_process(proc: str) -> str | None:
     return f"rank{number.group(1)}" if number else None
 
 
-def split_header(line: str) -> LineHeader:
+def split_header(line: str, *, deep: bool = False) -> LineHeader:
     """Split a log line into its prefixes and its payload.
 
     Args:
         line: One log line, with or without a journal prefix.
+        deep: Also strip the prefixes other writers add (docker compose's `name | `, journald's bare
+            `python[1234]: `, ISO timestamps, loguru's and uvicorn's levels). Triage reads deep; the
+            phase tracker, whose milestones know the engines' own prefixes, reads shallow.
 
     Returns:
         The parsed header; a line without prefixes has its whole text as payload.
@@ -92,25 +118,40 @@ def split_header(line: str) -> LineHeader:
         ident = m.group("ident")
         pid = int(m.group("pid")) if m.group("pid") else None
         stream = f"{ident}[{pid}]" if pid is not None else ident
-    m = _VLLM_PROC.match(line, pos)
-    if m:
+    for _ in range(_MAX_PREFIXES):
+        if m := _VLLM_PROC.match(line, pos):
+            pid = int(m.group("pid"))
+            proc = (m.group("proc") or "").strip()
+            stream += f"({proc} pid={pid})"
+            rank = rank_of_process(proc) or rank
+        elif m := _VLLM_LEVEL.match(line, pos):
+            level = m.group("level")
+        elif m := _SGLANG.match(line, pos):
+            rank = m.group("ranks").strip() or rank
+        elif m := _TORCH_RANK.match(line, pos):
+            rank = rank or f"rank{m.group('rank')}"
+            stream += f"[rank{m.group('rank')}]"
+        elif m := _GLOG.match(line, pos):
+            level = _GLOG_LEVEL[m.group("sev")]
+        elif not deep:
+            break
+        elif m := _ARTEFACT.match(line, pos):
+            pass
+        elif m := _TIMESTAMP.match(line, pos):
+            level = m.group("level") or level
+        elif m := _LEVEL_WORD.match(line, pos):
+            level = m.group("level")
+        elif m := _IDENT.match(line, pos):
+            ident, pid = m.group("ident"), int(m.group("pid"))
+            stream += f"{ident}[{pid}]"
+        elif m := _COMPOSE.match(line, pos):
+            stream += f"{m.group('svc')}|"
+        else:
+            break
+        if m.end() == pos:
+            break
         pos = m.end()
-        pid = int(m.group("pid"))
-        stream = f"({m.group('proc')} pid={pid})"
-        rank = rank_of_process(m.group("proc"))
-    m = _VLLM_LEVEL.match(line, pos)
-    if m:
-        pos = m.end()
-        level = m.group("level")
-    elif m := _SGLANG.match(line, pos):
-        pos = m.end()
-        rank = m.group("ranks").strip() or rank
-    elif m := _TORCH_RANK.match(line, pos):
-        pos = m.end()
-        rank = rank or f"rank{m.group('rank')}"
-        if glog := _GLOG.match(line, pos):
-            pos = glog.end()
-    return LineHeader(ident, pid, stream, rank, level, line[pos:])
+    return LineHeader(ident, pid, stream, rank, level, line[pos:], pos > 0)
 
 
 def parse_rank(line: str) -> str | None:

@@ -1,29 +1,22 @@
-"""The failure signatures of SGLang, vLLM, PyTorch, NCCL and systemd (shared/facts/engines.md).
+"""The failure signatures of the GPU-memory, NCCL, port and weight classes (shared/facts/engines.md).
 
 Each signature has needles (plain substrings, checked before any regex so an ordinary line costs
 a few substring scans) and a reader that turns a matching message into a plain-words summary.
-Signatures are tried in order: the first one whose reader accepts the message wins, so the more
-specific ones come first (a CUDA-graph failure may quote an OOM; an OOM is not a port clash).
+The table that orders every signature lives in signature_table.py; the readers of the set-up and
+environment classes in signatures_env.py, those of crashes, the host and systemd in
+signatures_host.py.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from console.domain.models import FindingClass, OomFigures
-from console.domain.oom import OOM_MARKERS, oom_summary, parse_oom
+from console.domain.oom import oom_summary, parse_oom
 from console.domain.text import printable
 
-#: The harmless NCCL warning `Call to bind failed: Address already in use`: never a finding.
-HARMLESS = ("Call to bind failed",)
-
-_UNIT = r"(?P<unit>[\w@.:\\-]{1,200}\.(?:service|scope|socket))"
-_MAIN_EXITED = re.compile(_UNIT + r": Main process exited, code=(?P<code>\w+), status=(?P<status>[^\s,]+)")
-_FAILED_RESULT = re.compile(r"(?:" + _UNIT + r": )?Failed with result '(?P<result>[\w-]{1,40})'")
-_UNIT_PREFIX = re.compile(_UNIT + ": ")
-_KERNEL_OOM = re.compile(r"Out of memory: Killed process (?P<pid>\d+) \((?P<comm>[^)]{0,64})\)")
 _WATCHDOG = re.compile(r"OpType=(?P<op>\w+).{0,200}?Timeout\(ms\)=(?P<timeout>\d+)\)(?: ran for (?P<ran>\d+))?")
 _PORT = re.compile(r"\('(?P<host>[^']{0,100})', (?P<port>\d{1,5})\)|addr='[a-z]+://(?P<addr>[^']{0,100})'")
 _FREE_ON_DEVICE = re.compile(
@@ -31,6 +24,7 @@ _FREE_ON_DEVICE = re.compile(
     r"utilization \((?P<util>[\d.]+), (?P<want>[\d.]+) GiB\)"
 )
 _MAX_LEN = re.compile(r"max seq len \((?P<len>\d+)\)")
+_KV_STORED = re.compile(r"stored in KV cache \((?P<tokens>\d+)\)")
 _KV_NEEDED = re.compile(r"\((?P<need>[\d.]+ \w?i?B) KV cache is needed")
 _KV_AVAILABLE = re.compile(r"available KV cache memory \((?P<have>[\d.]+ \w?i?B)\)")
 _KV_FITS = re.compile(r"estimated maximum model length is (?P<fits>\d+)")
@@ -40,20 +34,28 @@ _FAILED_PROCS = re.compile(r"Failed core proc\(s\): (?P<procs>\{.{0,200}?\})")
 _SAFETENSORS_PATH = re.compile(r"[^\s'\"]{0,300}\.safetensors")
 _NCCL_CODE = re.compile(r"\bnccl[A-Z]\w{0,40}")
 
-#: What a reader returns: (summary, fatal, oom figures).
-Reading = tuple[str, bool, OomFigures | None]
+_PROFILED = re.compile(r"max_total_tokens=(?P<want>\d+) is larger than the profiled value (?P<got>-\d+)")
+_ARCH = re.compile(r"\bsm_?(?P<sm>\d{2,3}a?)\b")
 
 
-@dataclass(frozen=True, slots=True)
-class Signature:
-    """One failure class's needles and the reader that confirms a match and summarises it."""
+class Reading(NamedTuple):
+    """What a reader makes of a message: its summary and figures, and a class other than the
+    signature's own when the message is one class wearing another's words (an OOM reported as a
+    failed CUDA-graph capture is a CUDA OOM, in the context of the capture)."""
 
-    cls: FindingClass
-    needles: tuple[str, ...]
-    read: Callable[[str, str | None], Reading | None]
+    summary: str
+    fatal: bool = True
+    oom: OomFigures | None = None
+    cls: FindingClass | None = None
+    context: FindingClass | None = None
+    hint: str | None = None
 
 
-def _around(text: str, needle: str, before: int = 220, after: int = 200) -> str:
+#: A reader: (message, rank) -> its reading, or None when the needle matched but the message is not this class.
+Reader = Callable[[str, str | None], Reading | None]
+
+
+def around(text: str, needle: str, before: int = 220, after: int = 200) -> str:
     """The part of `text` around the first `needle`: regexes that start with an unanchored class
     (a unit name, a path) run on this window, so a 1 MB line costs no more than a short one."""
     at = text.find(needle)
@@ -72,220 +74,134 @@ def clip(text: str, limit: int = 160) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _cuda_graph(text: str, rank: str | None) -> Reading:
+def cuda_graph(text: str, rank: str | None) -> Reading:
+    """A failed CUDA-graph capture; an OOM or illegal access it quotes is the root cause."""
     figures = parse_oom(text)
     if figures is not None:
-        return f"CUDA graph capture failed: {oom_summary(figures, rank)}", True, figures
-    reason = text.split("Capture cuda graph failed", 1)[1].lstrip(": ")
-    return f"CUDA graph capture failed: {clip(reason, 120) or 'no reason given'}", True, None
+        return Reading(oom_summary(figures, rank), True, figures, FindingClass.CUDA_OOM, FindingClass.CUDA_GRAPH)
+    if "illegal memory access" in text:
+        return Reading(illegal_access(text, rank).summary, cls=FindingClass.ILLEGAL_MEMORY_ACCESS,
+                       context=FindingClass.CUDA_GRAPH)
+    for marker in ("Capture cuda graph failed", "CUDA graph capture failed"):
+        if marker in text:
+            reason = text.split(marker, 1)[1].lstrip(": .")
+            return Reading(f"CUDA graph capture failed: {clip(reason, 120) or 'no reason given'}")
+    return Reading(f"CUDA graph capture failed: {clip(text, 140)}")
 
 
-def _cuda_oom(text: str, rank: str | None) -> Reading | None:
+def cuda_oom(text: str, rank: str | None) -> Reading | None:
+    """A CUDA OOM with its figures (none in `CUDA error: out of memory`)."""
     figures = parse_oom(text)
-    return (oom_summary(figures, rank), True, figures) if figures is not None else None
+    return Reading(oom_summary(figures, rank), True, figures) if figures is not None else None
 
 
-def _kv_cache(text: str, rank: str | None) -> Reading:
-    if "KV cache is needed" in text or "stored in KV cache" in text:
+def kv_cache(text: str, rank: str | None) -> Reading | None:
+    """The KV cache does not fit beside the weights (SGLang's and vLLM's words for it)."""
+    if "profiled value" in text:
+        m = _PROFILED.search(text)
+        if m is None:
+            return None  # a positive profiled value: SGLang just uses it
+        return Reading(f"KV cache does not fit: the profiled KV budget is {m['got']} tokens "
+                       f"(max_total_tokens={m['want']}); the weights leave no memory for it")
+    if "KV cache is needed" in text or "stored in KV cache" in text or "To serve at least one" in text:
         max_len, need, have, fits = (
             _MAX_LEN.search(text), _KV_NEEDED.search(text), _KV_AVAILABLE.search(text), _KV_FITS.search(text)
         )
+        stored = _KV_STORED.search(text)
         summary = "KV cache too small for the max model length"
         summary += f" {max_len['len']}" if max_len else ""
         if need and have:
             summary += f": needs {need['need']}, {have['have']} available"
         summary += f"; about {fits['fits']} tokens would fit" if fits else ""
-        return summary, True, None
+        summary += f"; the KV cache holds {stored['tokens']} tokens" if stored else ""
+        return Reading(summary)
     if "No available memory for the cache blocks" in text:
-        return "KV cache does not fit: no GPU memory left for cache blocks (vLLM)", True, None
+        return Reading("KV cache does not fit: no GPU memory left for cache blocks (vLLM)")
     summary = "KV cache does not fit: the weights leave no GPU memory for it"
     current, minimum = _MEM_FRACTION.search(text), _MEM_FRACTION_MIN.search(text)
     summary += f" at --mem-fraction-static={current['value']}" if current else " under --mem-fraction-static"
     summary += f" (minimum workable {minimum['value']})" if minimum and current else ""
-    return summary, True, None
+    return Reading(summary)
 
 
-def _memory_in_use(text: str, rank: str | None) -> Reading:
+def memory_in_use(text: str, rank: str | None) -> Reading:
+    """Less GPU memory free at start-up than the engine was told to take."""
     m = _FREE_ON_DEVICE.search(text)
     if m is None:
-        return "GPU memory already in use at start-up (an orphaned VLLM::EngineCore?)", True, None
-    return (
+        return Reading("GPU memory already in use at start-up (an orphaned VLLM::EngineCore?)")
+    return Reading(
         f"GPU memory already in use at start-up: {m['free']} of {m['total']} GiB free, {m['want']} GiB"
-        f" wanted (utilization {m['util']}); an orphaned VLLM::EngineCore?",
-        True,
-        None,
+        f" wanted (utilization {m['util']}); an orphaned VLLM::EngineCore?"
     )
 
 
-def _engine_init(text: str, rank: str | None) -> Reading:
+def engine_init(text: str, rank: str | None) -> Reading:
+    """The engine's own summary that start-up failed: the root cause is earlier in the log."""
     if "warmup error" in text:
         reason = text.split("warmup error", 1)[1].lstrip(": ")
-        return f"SGLang warm-up failed: {clip(reason, 120) or 'no reason given'}", True, None
+        return Reading(f"SGLang warm-up failed: {clip(reason, 120) or 'no reason given'}")
+    if "sigquit from a child" in text:
+        return Reading("SGLang: a child process failed (sigquit); the root cause is earlier in the log")
     procs = _FAILED_PROCS.search(text)
     detail = f" (failed: {clip(procs['procs'], 120)})" if procs and procs["procs"] != "{}" else ""
-    return f"Engine initialisation failed{detail}; the root cause is earlier in the log", True, None
+    return Reading(f"Engine initialisation failed{detail}; the root cause is earlier in the log")
 
 
-def _cuda_illegal(text: str, rank: str | None) -> Reading:
-    return "CUDA illegal memory access (sometimes an OOM in disguise)", True, None
+def illegal_access(text: str, rank: str | None) -> Reading:
+    """A CUDA illegal memory access, however it was reported (NCCL's watchdog, a worker)."""
+    via = " (reported through the NCCL watchdog)" if "watchdog" in text.lower() else ""
+    return Reading(f"CUDA illegal memory access{via} (sometimes an OOM in disguise)")
 
 
-def _weight_load(text: str, rank: str | None) -> Reading | None:
-    if "FileNotFoundError" in text:
-        path = _SAFETENSORS_PATH.search(_around(text, ".safetensors", 300, 12))
-        return (f"Checkpoint file missing: {clip(path.group(0), 120)}", True, None) if path else None
+def weight_load(text: str, rank: str | None) -> Reading | None:
+    """A missing, corrupt or mismatched checkpoint."""
+    if "FileNotFoundError" in text or "No such file or directory" in text:
+        path = _SAFETENSORS_PATH.search(around(text, ".safetensors", 300, 12))
+        return Reading(f"Checkpoint file missing: {clip(path.group(0), 120)}") if path else None
     if "SafetensorError" in text or "deserializing header" in text:
-        return f"Checkpoint file unreadable: {clip(text, 120)}", True, None
+        return Reading(f"Checkpoint file unreadable: {clip(text, 120)}")
     if "is not divisible by weight quantization block" in text:
-        return f"Weight shard does not fit the quantization block: {clip(text, 120)}", True, None
+        return Reading(f"Weight shard does not fit the quantization block: {clip(text, 120)}")
     if "Cannot find any model weights" in text:
-        return f"No checkpoint weights found: {clip(text, 120)}", True, None
-    return f"Weight shape mismatch: {clip(text, 140)}", True, None
+        return Reading(f"No checkpoint weights found: {clip(text, 120)}")
+    if "size mismatch" in text or "Attempted to load weight" in text:
+        return Reading(f"Weight shape mismatch: {clip(text, 140)}")
+    return Reading(f"Weights could not be loaded: {clip(text, 140)}")
 
 
-def _nccl(text: str, rank: str | None) -> Reading:
-    if "Watchdog caught collective operation timeout" in text:
-        m = _WATCHDOG.search(text)
-        if m:
-            ran = f" ran {m['ran']} ms" if m["ran"] else ""
-            return f"NCCL collective timed out: {m['op']}{ran} (timeout {m['timeout']} ms)", True, None
-        return "NCCL collective timed out (watchdog)", True, None
+def nccl(text: str, rank: str | None) -> Reading:
+    """An NCCL error: its code, or the words after `NCCL error`."""
     code = _NCCL_CODE.search(text)
-    return f"NCCL error: {code.group(0) if code else clip(text, 120)}", True, None
+    if code is not None:
+        return Reading(f"NCCL error: {code.group(0)}")
+    for words in ("unhandled cuda error", "unhandled system error", "internal error", "remote process exited"):
+        if words in text:
+            return Reading(f"NCCL error: {words}")
+    return Reading(f"NCCL error: {clip(text, 120)}")
 
 
-def _port_in_use(text: str, rank: str | None) -> Reading:
+def nccl_timeout(text: str, rank: str | None) -> Reading:
+    """c10d's watchdog gave up on a collective that never completed."""
+    m = _WATCHDOG.search(text)
+    if m:
+        ran = f" ran {m['ran']} ms" if m["ran"] else ""
+        return Reading(f"NCCL collective timed out: {m['op']}{ran} (timeout {m['timeout']} ms)")
+    return Reading("NCCL collective timed out (watchdog)")
+
+
+def port_in_use(text: str, rank: str | None) -> Reading:
+    """The server could not bind its port."""
     m = _PORT.search(text)
     if m and m["port"]:
-        return f"Port {m['port']} on {clip(m['host'], 100) or '*'} is already in use", True, None
+        return Reading(f"Port {m['port']} on {clip(m['host'], 100) or '*'} is already in use")
     if m and m["addr"]:
-        return f"Address {clip(m['addr'], 100)} is already in use", True, None
-    return f"Address already in use: {clip(text, 120)}", True, None
+        return Reading(f"Address {clip(m['addr'], 100)} is already in use")
+    return Reading(f"Address already in use: {clip(text, 120)}")
 
 
-def _unit_failed(text: str, rank: str | None) -> Reading | None:
-    m = _MAIN_EXITED.search(_around(text, ": Main process exited"))
-    if m:
-        code, status = m["code"], clip(m["status"], 40)
-        if code == "exited" and status.startswith("0"):
-            return None
-        if code == "killed":
-            stopped = status.split("/")[-1] in ("TERM", "INT")
-            return f"{m['unit']}: main process killed by signal {status}", not stopped, None
-        if code == "dumped":
-            return f"{m['unit']}: main process dumped core (signal {status})", True, None
-        return f"{m['unit']}: main process exited with status {status}", True, None
-    m = _KERNEL_OOM.search(text)
-    if m:
-        return f"Kernel OOM killer killed process {m['pid']} ({clip(m['comm'], 64)}): host RAM, not GPU", True, None
-    unit_m = _UNIT_PREFIX.match(text)
-    unit = unit_m["unit"] if unit_m else "unit"
-    if "Start request repeated too quickly" in text:
-        return f"{unit}: restarted too often, systemd gave up (start-limit-hit)", True, None
-    if "Failed at step" in text or "Failed to execute" in text:
-        return f"{unit}: could not run the command: {clip(text[unit_m.end() if unit_m else 0 :], 120)}", True, None
-    if "killed by the OOM killer" in text:
-        return f"{unit}: a process was killed by the kernel's OOM killer (host RAM, not GPU)", True, None
-    m = _FAILED_RESULT.search(_around(text, "Failed with result '"))
-    if m:
-        result = m["result"]
-        if result == "success":
-            return None
-        why = {"oom-kill": " (kernel OOM killer, host RAM)", "start-limit-hit": " (restarted too often)"}
-        return f"{m['unit'] or unit}: failed with result '{result}'{why.get(result, '')}", True, None
-    return None
+def gpu_arch(text: str) -> str | None:
+    """The GPU architecture a message names (`sm_120`, `sm90`), if any."""
+    m = _ARCH.search(text)
+    return f"sm_{m['sm']}" if m else None
 
 
-SIGNATURES: tuple[Signature, ...] = (
-    Signature(FindingClass.CUDA_GRAPH, ("Capture cuda graph failed",), _cuda_graph),
-    Signature(FindingClass.CUDA_OOM, OOM_MARKERS, _cuda_oom),
-    Signature(
-        FindingClass.KV_CACHE_TOO_SMALL,
-        (
-            "Not enough memory. Please try to increase --mem-fraction-static",
-            "leave no GPU memory for the KV cache",
-            "No available memory for the cache blocks",
-            "KV cache is needed, which is larger than the available KV cache memory",
-            "larger than the maximum number of tokens that can be stored in KV cache",
-        ),
-        _kv_cache,
-    ),
-    Signature(
-        FindingClass.MEMORY_IN_USE, ("on startup is less than desired GPU memory utilization",), _memory_in_use
-    ),
-    Signature(
-        FindingClass.WEIGHT_LOAD_ERROR,
-        (
-            "SafetensorError",
-            "Error while deserializing header",
-            "FileNotFoundError",
-            "size mismatch for",
-            "Attempted to load weight",
-            "Cannot find any model weights",
-            "is not divisible by weight quantization block",
-        ),
-        _weight_load,
-    ),
-    Signature(FindingClass.ILLEGAL_MEMORY_ACCESS, ("an illegal memory access was encountered",), _cuda_illegal),
-    Signature(
-        FindingClass.NCCL,
-        (
-            "Watchdog caught collective operation timeout",
-            "NCCL error",
-            "ncclUnhandledCudaError",
-            "ncclSystemError",
-            "ncclInternalError",
-            "ncclRemoteError",
-            "ncclInvalidUsage",
-        ),
-        _nccl,
-    ),
-    Signature(FindingClass.PORT_IN_USE, ("[Errno 98]", "ddress already in use"), _port_in_use),
-    Signature(
-        FindingClass.ENGINE_INIT,
-        (
-            "Engine core initialization failed",
-            "Initialization failed. warmup error",
-            "Initialization failed. Please see",
-        ),
-        _engine_init,
-    ),
-    Signature(
-        FindingClass.UNIT_FAILED,
-        (
-            "Main process exited, code=",
-            "Failed with result '",
-            "Start request repeated too quickly",
-            "Failed at step",
-            "Failed to execute",
-            "killed by the OOM killer",
-            "Out of memory: Killed process",
-        ),
-        _unit_failed,
-    ),
-)
-
-#: Every needle of every signature: a line containing none of them is no finding.
-ALL_NEEDLES: tuple[str, ...] = tuple(dict.fromkeys(n for sig in SIGNATURES for n in sig.needles))
-#: Short substrings such that every needle contains one (a unit test checks it). Half as many scans
-#: as the needles themselves: the cheap first test of every line.
-GATES: tuple[str, ...] = (
-    "memory", "rror", "nccl", "Watchdog", "in use", "Errno", "nitialization failed", "graph failed",
-    "Main process", "Failed ", "Start request", "OOM killer", "stored in KV", "mismatch", "load weight",
-    "model weights", "divisible",
-)
-
-
-def read_signature(text: str, rank: str | None) -> tuple[FindingClass, Reading] | None:
-    """The first signature that matches a message, with its reading; None for an ordinary message."""
-    for needle in HARMLESS:
-        if needle in text:
-            return None
-    for sig in SIGNATURES:
-        for needle in sig.needles:
-            if needle in text:
-                reading = sig.read(text, rank)
-                if reading is not None:
-                    return sig.cls, reading
-                break
-    return None

@@ -1,59 +1,98 @@
-"""Failure triage: engine and systemd log lines -> typed findings.
+"""Failure triage: engine and systemd log lines -> typed findings, and the decisive one.
 
-`classify_line` reads one line on its own. `Triager` reads a stream: it follows Python traceback
-blocks (`Traceback (most recent call last):` ... `XxxError: message`) and reports the final
-exception line once, with the rank that opened the block, and it reports an error repeated by many
-ranks once per rank, never the same line twice.
+`classify_line` reads one line on its own. `Triager` reads a stream. It normalises each line first
+(console/domain/rank.py strips journald, docker compose, vLLM process, torchrun rank, logger and
+timestamp prefixes, keeping the rank each names), then classifies the message, not its position:
 
-Speed: an ordinary line is rejected by plain substring checks before any regex runs, so the
-journal pane can classify tens of thousands of lines per second (bench/triage_throughput.py).
+- it follows Python tracebacks (`Traceback (most recent call last):` ... `XxxError: message`, or an
+  excerpt that starts at a frame) and reads the final exception line with the rank that opened the
+  block, the frames it passed (`load_weights`, a CUDA-graph capture) and the context that opened it
+  (`Scheduler hit an exception`, a bare uncaught traceback, a request handler);
+- it rejoins a message that wraps onto untagged lines, and reads C++ `what():` lines;
+- an exception no signature names still ends as a finding: `engine_error` when it ended the
+  process, `traceback` (not fatal) otherwise, until a death makes it the cause (decisive.py);
+- it reports an error repeated by many ranks once per rank, never the same line twice.
+
+Speed: an ordinary line is rejected by plain substring checks (the gates) before any regex runs, so
+the journal pane can classify hundreds of thousands of lines per second (bench/triage_throughput.py).
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
-from dataclasses import dataclass
 
+from console.domain.catalogue import hint_for
+from console.domain.decisive import as_engine_error, decisive
 from console.domain.models import Engine, Finding, FindingClass
+from console.domain.normalise import (
+    TRACEBACK_MARKER,
+    Block,
+    Pending,
+    continues,
+    exception_name,
+    is_frame,
+    is_systemd_line,
+    looks_incomplete,
+    opening_context,
+)
 from console.domain.rank import LineHeader, parse_rank, split_header
-from console.domain.signatures import GATES, clip, read_signature
+from console.domain.signature_table import GATES, read_signature
+from console.domain.signatures import clip
 
-__all__ = ["Triager", "classify_line", "parse_rank", "triage_lines"]
+__all__ = ["Triager", "classify_line", "decisive", "parse_rank", "triage_lines"]
 
-TRACEBACK_MARKER = "Traceback (most recent call last):"
 #: Finding.line keeps at most this many characters of a (possibly 1 MB) line.
 MAX_LINE_CHARS = 2000
-_QUIET_LEVELS = frozenset({"DEBUG", "INFO", "WARNING"})
-# The last line of a traceback: `ValueError: msg`, `torch.OutOfMemoryError: ...`, `KeyboardInterrupt`.
-_EXCEPTION_LINE = re.compile(r"(?:[A-Za-z_]\w{0,80}\.){0,8}(?P<name>[A-Za-z_]\w{0,80})(?::(?: |$)|$)")
+_QUIET_LEVELS = frozenset({"DEBUG", "INFO", "WARNING", "WARN", "TRACE", "SUCCESS"})
 # Lines (of any writer) after which an open traceback is dropped: its final line never came.
 _BLOCK_LINES = 400
 _MAX_OPEN_BLOCKS = 64
 # Lines (of any writer) after a traceback's final line that may continue its message.
 _TAIL_LINES = 40
+# A log that ends at most this many lines after an unexplained exception ended with it.
+_END_LINES = 60
+_MAX_HISTORY = 512
+_GATES = (*GATES, TRACEBACK_MARKER, 'File "')
 
 
 def _may_match(line: str) -> bool:
-    """False when the line holds no signature's needle: the whole cost of an ordinary line."""
-    for gate in GATES:
+    """False when the line holds no gate: the whole cost of an ordinary line."""
+    for gate in _GATES:
         if gate in line:
             return True
     return False
 
 
-def _classify(line: str, header: LineHeader, rank: str | None, ts: float | None) -> Finding | None:
-    payload = header.payload
-    if payload[:1] in (" ", "\t"):
-        return None  # a traceback frame or quoted source code, not a message
-    found = read_signature(payload, rank)
+def _quiet(payload: str, level: str | None) -> bool:
+    """A warning, a retry or a deprecation: worth a note, never fatal."""
+    if level in _QUIET_LEVELS:
+        return True
+    name = exception_name(payload)
+    if name is not None and name.endswith("Warning"):
+        return True
+    head = payload[:300]
+    return "etry" in head or "etrying" in head or "eprecat" in head or "NCCL WARN" in head and "/dev/shm" not in head
+
+
+def _finding(
+    text: str, line: str, rank: str | None, level: str | None, ts: float | None, seq: int, block: Block | None
+) -> Finding | None:
+    """Classify a message; None when no signature names it."""
+    found = read_signature(text, rank)
     if found is None:
+        if block is not None and block.weights:
+            return Finding(FindingClass.WEIGHT_LOAD_ERROR, line[:MAX_LINE_CHARS],
+                           f"Weights could not be loaded: {clip(text, 140)}", rank,
+                           not _quiet(text, level), ts=ts, hint=hint_for(FindingClass.WEIGHT_LOAD_ERROR), seq=seq)
         return None
-    cls, (summary, fatal, figures) = found
-    if header.level in _QUIET_LEVELS:
-        fatal = False  # the engine itself logged it below ERROR
+    cls, reading = found
+    context = reading.context
+    if context is None and block is not None and block.capture and cls is not FindingClass.CUDA_GRAPH:
+        context = FindingClass.CUDA_GRAPH
     return Finding(
-        cls=cls, line=line[:MAX_LINE_CHARS], summary=summary, rank=rank, fatal=fatal, oom=figures, ts=ts
+        cls=cls, line=line[:MAX_LINE_CHARS], summary=reading.summary, rank=rank,
+        fatal=reading.fatal and not _quiet(text, level), oom=reading.oom, ts=ts,
+        hint=reading.hint or hint_for(cls), context=context, seq=seq,
     )
 
 
@@ -69,35 +108,10 @@ def classify_line(line: str) -> Finding | None:
     if not _may_match(line):
         return None
     line = line.rstrip("\r\n")
-    header = split_header(line)
-    return _classify(line, header, header.rank, None)
-
-
-def _exception_name(payload: str) -> str | None:
-    m = _EXCEPTION_LINE.match(payload)
-    if m is None:
-        return None
-    name = m.group("name")
-    if name[0].isupper() or "Error" in name or "Exception" in name:
-        return name
-    return None
-
-
-@dataclass(slots=True)
-class _Block:
-    """An open traceback of one writer."""
-
-    rank: str | None
-    opened_at: int  # the Triager's line count when the block opened
-
-
-@dataclass(slots=True)
-class _Tail:
-    """The lines right after a traceback's final line: they may continue its message."""
-
-    rank: str | None
-    cls: FindingClass
-    opened_at: int
+    header = split_header(line, deep=True)
+    if header.payload[:1] in (" ", "\t"):
+        return None  # a traceback frame or quoted source code, not a message
+    return _finding(header.payload, line, header.rank, header.level, None, 0, None)
 
 
 class Triager:
@@ -111,10 +125,19 @@ class Triager:
     def __init__(self, engine: Engine | None = None, *, max_remembered: int = 4096) -> None:
         self.engine = engine
         self._max_remembered = max_remembered
-        self._blocks: dict[str, _Block] = {}
-        self._tails: dict[str, _Tail] = {}
+        self._blocks: dict[str, Block] = {}
+        self._tails: dict[str, tuple[FindingClass, int]] = {}
         self._seen: dict[tuple[FindingClass, str | None, str], None] = {}
+        self._pending: Pending | None = None
+        self._history: list[Finding] = []
+        self._loose: Finding | None = None  # an exception line outside any traceback: the end, if the log ends
+        self._prev = ""
         self._count = 0
+
+    @property
+    def lines_read(self) -> int:
+        """How many lines this Triager has read."""
+        return self._count
 
     def reset(self) -> None:
         """Forget open tracebacks and reported findings: call it when the engine starts afresh, so a
@@ -122,6 +145,9 @@ class Triager:
         self._blocks.clear()
         self._tails.clear()
         self._seen.clear()
+        self._history.clear()
+        self._pending = None
+        self._loose = None
 
     def feed(self, line: str, ts: float | None = None) -> list[Finding]:
         """Read one line.
@@ -131,77 +157,153 @@ class Triager:
             ts: When the line was logged (POSIX seconds), copied into the finding.
 
         Returns:
-            The findings this line completes: usually none, at most one.
+            The findings this line completes: usually none, at most two.
         """
         self._count += 1
-        ordinary = not _may_match(line) and TRACEBACK_MARKER not in line
-        if self._blocks or self._tails:
+        prev, self._prev = self._prev, line
+        ordinary = not _may_match(line)
+        if self._blocks or self._tails or self._pending is not None:
             self._expire()
         elif ordinary:
-            return []  # the common case: no open traceback, no needle
+            return []  # the common case: no open traceback, no gate
         line = line.rstrip("\r\n")
-        header = split_header(line)
+        header = split_header(line, deep=True)
+        out: list[Finding] = []
+        pending = self._pending
+        if pending is not None:
+            if continues(pending, header, len(line)):
+                if pending.extend(header.payload, len(line)):
+                    self._settle(pending)
+                return out
+            out += self._flush()
         payload = header.payload
         if TRACEBACK_MARKER in payload:
-            self._tails.pop(header.stream, None)
-            self._blocks.pop(header.stream, None)
-            if len(self._blocks) >= _MAX_OPEN_BLOCKS:
-                self._blocks.pop(next(iter(self._blocks)))
-            self._blocks[header.stream] = _Block(rank=header.rank, opened_at=self._count)
-            return []
+            self._open_block(header, prev)
+            return out
         block = self._blocks.get(header.stream)
+        if block is None and payload.startswith('  File "'):
+            block = self._open_block(header, "")  # an excerpt that starts inside a traceback
         if block is not None:
-            done, finding = self._continue_block(block, line, header, ts)
+            done, found = self._continue_block(block, line, header, ts)
             if done:
-                return self._report(finding)
+                return out + found
         if ordinary:
-            return []
-        return self._report(self._plain_line(line, header, ts))
+            return out
+        if payload.lstrip().startswith("what():"):
+            return out + self._start_pending(line, header, header.rank, ts, None, payload.lstrip())
+        return out + self._plain_line(line, header, ts)
+
+    # -- tracebacks ---------------------------------------------------------------------------------
+
+    def _open_block(self, header: LineHeader, prev: str) -> Block:
+        self._tails.pop(header.stream, None)
+        if len(self._blocks) >= _MAX_OPEN_BLOCKS:
+            self._blocks.pop(next(iter(self._blocks)))
+        before = header.payload.split(TRACEBACK_MARKER, 1)[0]
+        prev_header = split_header(prev.rstrip("\r\n"), deep=True) if prev else None
+        fatal, headline = opening_context(header, before, prev_header)
+        block = Block(header.rank, self._count, header.level, fatal, headline)
+        self._blocks[header.stream] = block
+        return block
 
     def _expire(self) -> None:
         """Drop tracebacks whose final line never came, and tails that ran out."""
         for stream in [k for k, b in self._blocks.items() if self._count - b.opened_at > _BLOCK_LINES]:
             del self._blocks[stream]
-        for stream in [k for k, t in self._tails.items() if self._count - t.opened_at > _TAIL_LINES]:
+        for stream in [k for k, t in self._tails.items() if self._count - t[1] > _TAIL_LINES]:
             del self._tails[stream]
 
     def _continue_block(
-        self, block: _Block, line: str, header: LineHeader, ts: float | None
-    ) -> tuple[bool, Finding | None]:
-        """Advance an open traceback; (True, finding) when this line was part of it."""
+        self, block: Block, line: str, header: LineHeader, ts: float | None
+    ) -> tuple[bool, list[Finding]]:
+        """Advance an open traceback; (True, findings) when this line was part of it."""
         payload = header.payload
-        if not payload.strip() or payload[0] in (" ", "\t"):
-            return True, None  # a frame, its source line, or a blank line
-        name = _exception_name(payload)
+        if is_frame(payload):
+            block.note_frame(payload)
+            return True, []
+        name = exception_name(payload)
         if name is None:
-            if header.rank is None and header.level is None:
+            if not header.tagged:
                 del self._blocks[header.stream]  # an untagged line that is no exception: not a traceback
-            return False, None  # a line of another rank, logged in between
+            return False, []  # a line of another rank, logged in between
         del self._blocks[header.stream]
-        rank = header.rank or block.rank
-        finding = _classify(line, header, rank, ts)
-        if finding is None:
-            finding = Finding(
-                cls=FindingClass.TRACEBACK,
-                line=line[:MAX_LINE_CHARS],
-                summary=f"Python exception: {clip(payload, 150)}",
-                rank=rank,
-                fatal=False,  # unclassified: the unit state or a classified line says whether it was fatal
-                ts=ts,
-            )
-        self._tails[header.stream] = _Tail(rank=rank, cls=finding.cls, opened_at=self._count)
-        return True, finding
+        if block.handled or "serving_" in line[: len(line) - len(payload)]:
+            return True, []  # a request's error, answered by a running server
+        return True, self._start_pending(line, header, header.rank or block.rank, ts, block, payload)
 
-    def _plain_line(self, line: str, header: LineHeader, ts: float | None) -> Finding | None:
+    # -- messages that may continue on the next lines ----------------------------------------------
+
+    def _start_pending(
+        self, line: str, header: LineHeader, rank: str | None, ts: float | None, block: Block | None, text: str
+    ) -> list[Finding]:
+        """Read a message that may continue on the next lines: report it now when it cannot (or
+        needs not) grow, else hold it until a line that does not continue it."""
+        level = block.level if block is not None and block.level else header.level
+        pending = Pending(header.stream, rank, level, ts, self._count, line, block, text, len(line))
+        self._settle(pending)
+        if looks_incomplete(pending):
+            self._pending = pending
+            return []
+        if pending.finding is None:
+            return []
+        self._remember_tail(pending)
+        return self._report(pending.finding)
+
+    def _settle(self, pending: Pending) -> None:
+        """Classify the message as it stands (it may have grown by a continued line)."""
+        finding = _finding(pending.text, pending.line, pending.rank, pending.level, pending.ts, pending.seq,
+                           pending.block)
+        if finding is None:
+            finding = self._open_world(pending)
+        pending.finding = finding
+
+    def _open_world(self, pending: Pending) -> Finding | None:
+        """An exception or a C++ abort that no signature names."""
+        block = pending.block
+        text = pending.text
+        if pending.level in _QUIET_LEVELS or _quiet(text, None):
+            return None  # a warning with a traceback: quiet
+        if text.startswith("what():") or text.startswith("terminate called"):
+            return Finding(FindingClass.ENGINE_ERROR, pending.line[:MAX_LINE_CHARS],
+                           f"C++ exception: {clip(text.removeprefix('what():'), 150)}", pending.rank, True,
+                           ts=pending.ts, hint=hint_for(FindingClass.ENGINE_ERROR), seq=pending.seq)
+        fatal = block is not None and block.fatal is True
+        cls = FindingClass.ENGINE_ERROR if fatal else FindingClass.TRACEBACK
+        summary = clip(text, 160) if fatal else f"Python exception: {clip(text, 150)}"
+        return Finding(cls, pending.line[:MAX_LINE_CHARS], summary, pending.rank, fatal, ts=pending.ts,
+                       hint=hint_for(cls), seq=pending.seq)
+
+    def _flush(self) -> list[Finding]:
+        pending, self._pending = self._pending, None
+        if pending is None or pending.finding is None:
+            return []
+        self._remember_tail(pending)
+        return self._report(pending.finding)
+
+    def _remember_tail(self, pending: Pending) -> None:
+        if pending.finding is not None:
+            self._tails[pending.stream] = (pending.finding.cls, self._count)
+
+    # -- lines outside tracebacks -------------------------------------------------------------------
+
+    def _plain_line(self, line: str, header: LineHeader, ts: float | None) -> list[Finding]:
+        payload = header.payload
+        if payload[:1] in (" ", "\t"):
+            return []  # a frame or quoted source code, not a message
         tail = self._tails.get(header.stream)
-        if tail is None:
-            return _classify(line, header, header.rank, ts)
         # systemd's own lines about the unit belong to no rank, whatever the engine logged last.
-        rank = header.rank or (None if _is_systemd_line(header.payload) else tail.rank)
-        finding = _classify(line, header, rank, ts)
-        if finding is not None and finding.cls == tail.cls:
-            return None  # the same error's message, continued (NCCL's `ncclUnhandledCudaError: ...`)
-        return finding
+        rank = header.rank
+        finding = _finding(payload, line, rank, header.level, ts, self._count, None)
+        if finding is None:
+            if header.level not in _QUIET_LEVELS and exception_name(payload) is not None and ": " in payload:
+                self._loose = Finding(FindingClass.TRACEBACK, line[:MAX_LINE_CHARS],
+                                      f"Python exception: {clip(payload, 150)}", rank, False, ts=ts, seq=self._count)
+            return []
+        if tail is not None and finding.cls == tail[0] and not is_systemd_line(payload):
+            return []  # the same error's message, continued (NCCL's `ncclUnhandledCudaError: ...`)
+        if looks_incomplete_line(finding) or payload.startswith("terminate called"):
+            return self._start_pending(line, header, rank, ts, None, payload)
+        return self._report(finding)
 
     def _report(self, finding: Finding | None) -> list[Finding]:
         if finding is None:
@@ -212,13 +314,53 @@ class Triager:
         if len(self._seen) >= self._max_remembered:
             self._seen.pop(next(iter(self._seen)))
         self._seen[key] = None
+        self._history.append(finding)
+        if len(self._history) > _MAX_HISTORY:
+            del self._history[: len(self._history) - _MAX_HISTORY]
         return [finding]
 
+    # -- the end of a log, and its decisive finding -------------------------------------------------
 
-def _is_systemd_line(payload: str) -> bool:
-    """A line systemd writes about a unit (`UNIT: Main process exited, ...`), not the engine's output."""
-    unit, sep, _ = payload.partition(": ")
-    return bool(sep) and unit.endswith((".service", ".scope")) and " " not in unit
+    def finish(self) -> list[Finding]:
+        """The log has ended: report what it was still assembling, and name an exception it ended on.
+
+        Returns:
+            The findings this completes: a message still being read, and, when the log holds no fatal
+            finding but ends shortly after an unexplained exception, that exception as `engine_error`.
+        """
+        out = self._flush()
+        if any(f.fatal for f in self._history):
+            return out
+        candidates = [f for f in self._history if f.cls is FindingClass.TRACEBACK]
+        if self._loose is not None:
+            candidates.append(self._loose)
+        for block in self._blocks.values():
+            if block.headline and not block.handled and block.level not in _QUIET_LEVELS:
+                candidates.append(Finding(FindingClass.TRACEBACK, block.headline[:MAX_LINE_CHARS],
+                                          clip(block.headline, 160), block.rank, False, seq=block.opened_at))
+        candidates = [f for f in candidates if f.seq is not None and self._count - f.seq <= _END_LINES]
+        if candidates:
+            last = max(candidates, key=lambda f: f.seq or 0)
+            out += self._report(as_engine_error(last))
+        return out
+
+    def findings(self) -> list[Finding]:
+        """Every finding reported since the last reset, oldest first (the last 512)."""
+        return list(self._history)
+
+    def decisive(self) -> Finding | None:
+        """The root cause of the failure read so far, with its consequences folded under it."""
+        if self._pending is not None:
+            self._flush()
+        return decisive(self._history)
+
+
+def looks_incomplete_line(finding: Finding) -> bool:
+    """An OOM whose figures a wrapped line cut off: wait for the rest of the message."""
+    oom = finding.oom
+    return oom is not None and oom.tried_bytes is not None and oom.total_bytes is None and (
+        "is free" not in finding.line and "free;" not in finding.line
+    )
 
 
 def triage_lines(lines: Iterable[str], engine: Engine | None = None) -> list[Finding]:
@@ -235,5 +377,5 @@ def triage_lines(lines: Iterable[str], engine: Engine | None = None) -> list[Fin
     out: list[Finding] = []
     for line in lines:
         out.extend(triager.feed(line))
+    out.extend(triager.finish())
     return out
-

@@ -17,6 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from console.config import ServiceConfig
+from console.domain.catalogue import OPEN, tier_of
+from console.domain.decisive import as_engine_error, decisive
 from console.domain.models import Engine, Finding, FindingClass, Phase, UnitState
 from console.hosts.base import Host
 from console.hosts.journal_hub import ReadEntry
@@ -88,6 +90,7 @@ class StartWatch:
         self.health_poll_s = health_poll_s
         self.phase = Phase.STOPPED  # as the host's journal hub reads it, FAILED once a fatal line is seen
         self.unexplained: list[Finding] = []  # non-fatal exceptions: the cause if the unit then dies
+        self.findings: list[Finding] = []  # every finding of this start, for the decisive one
         self._verdict: asyncio.Future[Verdict] | None = None
         self._cursor: str | None = None
         self._last_phase: Phase | None = None
@@ -176,21 +179,25 @@ class StartWatch:
                 self.decide(READY, "the engine reports it is ready", None, entry.ts)
         for finding in read.findings:
             self.emit(FindingEvent, finding=finding)
-            if finding.cls is FindingClass.UNIT_FAILED:
-                if finding.fatal and self.unexplained:
-                    cause = self.unexplained[-1]
-                    self.decide(FAILED, cause.summary, cause, entry.ts)
-                elif finding.fatal:
-                    # journald may store systemd's line before the engine's last stdout lines: give a
-                    # more specific cause (the OOM) a moment to arrive before settling for this one.
-                    asyncio.get_running_loop().call_later(
-                        UNIT_LINE_TRAIL_S, self.decide, FAILED, finding.summary, finding, entry.ts
-                    )
-            elif finding.fatal:
-                self.phase = Phase.FAILED
-                self.decide(FAILED, finding.summary, finding, entry.ts)
-            elif finding.cls is FindingClass.TRACEBACK:
+            self.findings.append(finding)
+            if finding.cls is FindingClass.TRACEBACK:
                 self.unexplained.append(finding)
+            if not finding.fatal:
+                continue
+            if tier_of(finding.cls) >= OPEN:
+                # A summary of the death (systemd's exit status, "EngineCore failed to start", a bare
+                # exception) may precede its cause in the journal (journald may store systemd's line
+                # before the engine's last stdout lines): give the cause a moment to arrive.
+                asyncio.get_running_loop().call_later(UNIT_LINE_TRAIL_S, self._decide_failed, entry.ts)
+            else:
+                self.phase = Phase.FAILED
+                self._decide_failed(entry.ts)
+
+    def _decide_failed(self, ts: float) -> None:
+        """Fail the start with the decisive finding: the root cause, its consequences under it."""
+        failure = decisive(self.findings)
+        if failure is not None:
+            self.decide(FAILED, failure.summary, failure, ts)
 
     async def _watch_state(self) -> None:
         last: UnitState | None = None
@@ -225,8 +232,10 @@ class StartWatch:
                 await asyncio.shield(self._verdict)
 
     def _state_cause(self, state: UnitState) -> tuple[str, Finding]:
-        if self.unexplained:
-            cause = self.unexplained[-1]
+        cause = decisive(self.findings)
+        if cause is None and self.unexplained:
+            cause = as_engine_error(self.unexplained[-1])  # the exception the journal holds ended it
+        if cause is not None:
             return cause.summary, cause
         how = f"result {state.result}" if state.result else state.active
         if state.exec_main_status is not None:

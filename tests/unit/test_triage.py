@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from console.domain.models import FindingClass
+from console.domain.models import Finding, FindingClass
 from console.domain.oom import parse_oom
-from console.domain.signatures import ALL_NEEDLES, GATES
-from console.domain.triage import Triager, classify_line, parse_rank, triage_lines
+from console.domain.signature_table import ALL_NEEDLES, GATES, SIGNATURES
+from console.domain.triage import Triager, classify_line, decisive, parse_rank, triage_lines
 
 LOGS = Path(__file__).resolve().parent.parent / "fixtures" / "logs"
 MIB = 1 << 20
@@ -119,7 +119,7 @@ def test_oom_without_figures_is_still_an_oom():
          FindingClass.CUDA_GRAPH, "operation not permitted"),
         ("[rank2]:[E526 01:22:01.512340211 ProcessGroupNCCL.cpp:632] [Rank 2] Watchdog caught collective "
          "operation timeout: WorkNCCL(SeqNum=88, OpType=ALLGATHER, NumelIn=1, NumelOut=8, Timeout(ms)=600000) ran "
-         "for 600044 milliseconds before timing out.", FindingClass.NCCL, "ALLGATHER ran 600044 ms"),
+         "for 600044 milliseconds before timing out.", FindingClass.NCCL_TIMEOUT, "ALLGATHER ran 600044 ms"),
         ("torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/NCCLUtils.hpp:275, "
          "unhandled cuda error (run with NCCL_DEBUG=INFO for details), NCCL version 2.21.5",
          FindingClass.NCCL, "NCCL error"),
@@ -143,9 +143,9 @@ def test_oom_without_figures_is_still_an_oom():
         ("May 26 00:06:21 gpu-node-1 systemd[1]: sglang-k26-tp4ep2.service: Failed with result 'exit-code'.",
          FindingClass.UNIT_FAILED, "'exit-code'"),
         ("sglang@tp4ep2.service: Start request repeated too quickly.", FindingClass.UNIT_FAILED, "start-limit-hit"),
-        ("sglang.service: Failed with result 'oom-kill'.", FindingClass.UNIT_FAILED, "OOM killer"),
+        ("sglang.service: Failed with result 'oom-kill'.", FindingClass.HOST_OOM, "OOM killer"),
         ("kernel: Out of memory: Killed process 4242 (python3) total-vm:812345678kB",
-         FindingClass.UNIT_FAILED, "process 4242 (python3)"),
+         FindingClass.HOST_OOM, "process 4242 (python3)"),
         ("sglang.service: Main process exited, code=killed, status=9/KILL", FindingClass.UNIT_FAILED, "9/KILL"),
         ("sglang.service: Failed at step EXEC spawning /opt/venv/bin/python3: No such file or directory",
          FindingClass.UNIT_FAILED, "could not run the command"),
@@ -221,8 +221,14 @@ def test_traceback_block_reports_the_final_line_with_the_opening_rank():
     assert [f.cls for f in findings].count(FindingClass.UNIT_FAILED) == 2
 
 
-def test_unclassified_traceback_yields_a_traceback_finding():
-    findings = triage_lines(
+def _fed(lines: list[str]) -> list[Finding]:
+    """The findings a live stream reports (no end of log)."""
+    triager = Triager()
+    return [f for line in lines for f in triager.feed(line)]
+
+
+def test_unclassified_exception_that_killed_the_scheduler_is_an_engine_error():
+    findings = _fed(
         [
             "[2026-05-26 00:06:20 TP1] Scheduler hit an exception: Traceback (most recent call last):",
             '  File "/x/scheduler.py", line 1, in run',
@@ -232,8 +238,24 @@ def test_unclassified_traceback_yields_a_traceback_finding():
     )
     assert len(findings) == 1
     f = findings[0]
-    assert f.cls is FindingClass.TRACEBACK and f.rank == "TP1" and not f.fatal
-    assert f.summary == "Python exception: KeyError: 'model.layers.3.mlp.gate.weight'"
+    assert f.cls is FindingClass.ENGINE_ERROR and f.rank == "TP1" and f.fatal
+    assert f.summary == "KeyError: 'model.layers.3.mlp.gate.weight'"
+    assert f.line.endswith("KeyError: 'model.layers.3.mlp.gate.weight'") and f.seq == 4
+
+
+def test_logged_traceback_of_unknown_weight_is_a_note_until_the_process_dies():
+    lines = [
+        "(EngineCore_DP0 pid=7) ERROR 05-26 00:05:33 [core.py:1] Traceback (most recent call last):",
+        '(EngineCore_DP0 pid=7) ERROR 05-26 00:05:33 [core.py:1]   File "/a.py", line 1, in f',
+        "(EngineCore_DP0 pid=7) ERROR 05-26 00:05:33 [core.py:1] KeyError: 'x'",
+    ]
+    (note,) = _fed(lines)
+    assert note.cls is FindingClass.TRACEBACK and not note.fatal and note.rank == "DP0"
+    assert note.summary == "Python exception: KeyError: 'x'"
+    died = [*lines, "sglang.service: Main process exited, code=exited, status=1/FAILURE"]
+    d = decisive(triage_lines(died))
+    assert (d.cls, d.summary, d.rank) == (FindingClass.ENGINE_ERROR, "KeyError: 'x'", "DP0")
+    assert [c.cls for c in d.consequences] == [FindingClass.UNIT_FAILED]
 
 
 def test_same_error_reported_once_per_rank():
@@ -268,7 +290,7 @@ def test_interleaved_vllm_tracebacks_stay_apart():
         w("TP1", "ValueError: bad shard"),
         w("TP0", "KeyError: 'x'"),
     ]
-    findings = triage_lines(lines)
+    findings = _fed(lines)
     assert [(f.rank, f.summary.split(": ", 1)[1]) for f in findings] == [
         ("TP1", "ValueError: bad shard"),
         ("TP0", "KeyError: 'x'"),
@@ -299,26 +321,50 @@ def test_findings_carry_ts():
     [
         ("sglang_tp8_ready.log", []),
         ("vllm_tp4_ready.log", []),
-        ("sglang_tp4ep2_oom.log", ["cuda_oom", "cuda_oom", "unit_failed", "unit_failed"]),
+        ("sglang_tp4ep2_oom.log", ["cuda_oom", "cuda_oom", "engine_init", "unit_failed", "unit_failed"]),
         ("sglang_port_in_use.log", ["port_in_use"]),
-        ("sglang_cuda_graph_failed.log", ["cuda_graph"]),
-        ("sglang_kv_too_small.log", ["kv_cache_too_small", "kv_cache_too_small"]),
-        ("sglang_nccl_timeout.log", ["illegal_memory_access", "nccl", "nccl", "unit_failed", "unit_failed"]),
-        ("vllm_ep_oom.log", ["cuda_oom", "cuda_oom", "traceback", "engine_init"]),
-        ("vllm_kv_too_small.log", ["kv_cache_too_small", "engine_init"]),
-        ("vllm_memory_in_use.log", ["memory_in_use", "engine_init"]),
-        ("vllm_weight_load_error.log", ["weight_load_error", "traceback", "engine_init"]),
-        ("systemd_restart_loop.log", ["unit_failed"] * 8),
+        ("sglang_cuda_graph_failed.log", ["cuda_oom", "engine_init"]),
+        ("sglang_kv_too_small.log", ["kv_cache_too_small", "kv_cache_too_small", "engine_init"]),
+        ("sglang_nccl_timeout.log",
+         ["illegal_memory_access", "nccl_timeout", "nccl_timeout", "nccl_timeout", "unit_failed", "unit_failed"]),
+        ("vllm_ep_oom.log", ["cuda_oom", "cuda_oom", "engine_init", "engine_init"]),
+        ("vllm_kv_too_small.log", ["engine_init", "kv_cache_too_small", "engine_init"]),
+        ("vllm_memory_in_use.log", ["engine_init", "memory_in_use", "engine_init"]),
+        ("vllm_weight_load_error.log", ["weight_load_error", "engine_init", "engine_init"]),
+        ("systemd_restart_loop.log", ["unit_failed"] * 4 + ["host_oom"] * 2 + ["unit_failed", "host_oom"]),
     ],
 )
 def test_fixture_logs(name, expected):
     assert [f.cls.value for f in triage_lines(_log(name))] == expected
 
 
-def test_cuda_graph_failure_keeps_the_quoted_oom_figures():
-    (finding,) = triage_lines(_log("sglang_cuda_graph_failed.log"))
+@pytest.mark.parametrize(
+    ("name", "cls", "rank"),
+    [
+        ("sglang_tp4ep2_oom.log", "cuda_oom", "TP2 EP1"),
+        ("sglang_cuda_graph_failed.log", "cuda_oom", "TP0"),
+        ("sglang_nccl_timeout.log", "illegal_memory_access", "TP3"),
+        ("vllm_ep_oom.log", "cuda_oom", "TP1 EP1"),
+        ("vllm_kv_too_small.log", "kv_cache_too_small", "DP0"),
+        ("vllm_memory_in_use.log", "memory_in_use", "DP0"),
+        ("vllm_weight_load_error.log", "weight_load_error", "TP0 EP0"),
+        ("systemd_restart_loop.log", "host_oom", None),
+        ("sglang_tp8_ready.log", None, None),
+    ],
+)
+def test_fixture_logs_decisive_finding(name, cls, rank):
+    d = decisive(triage_lines(_log(name)))
+    assert (d.cls.value if d else None, d.rank if d else None) == (cls, rank)
+    if d is not None:
+        assert d.hint and all(c is not d for c in d.consequences)
+
+
+def test_oom_during_cuda_graph_capture_is_an_oom_in_the_capture():
+    finding = triage_lines(_log("sglang_cuda_graph_failed.log"))[0]
+    assert finding.cls is FindingClass.CUDA_OOM and finding.context is FindingClass.CUDA_GRAPH
     assert finding.rank == "TP0" and finding.oom is not None
     assert finding.oom.tried_bytes == 2 * GIB and finding.oom.gpu == 0
+    assert finding.to_json()["context"] == "cuda_graph"
 
 
 def test_vllm_worker_oom_ranks():
@@ -328,9 +374,12 @@ def test_vllm_worker_oom_ranks():
 
 
 def test_every_needle_passes_a_gate():
-    # The prefilter checks GATES only: a needle without a gate would never be seen.
+    # The prefilter checks GATES only: a needle without a gate would never be seen. Exception needles
+    # are matched only on lines holding "rror" or "xception", which are gates themselves.
     for needle in ALL_NEEDLES:
         assert any(gate in needle for gate in GATES), needle
+    assert "rror" in GATES and "xception" in GATES
+    assert all(sig.exception_needles or sig.needles for sig in SIGNATURES)
 
 
 def test_a_traceback_whose_final_line_never_comes_expires():

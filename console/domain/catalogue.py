@@ -1,0 +1,109 @@
+"""The catalogue of failure classes: what each means in plain words, what to do, and how root it is.
+
+A finding's summary says what this log shows (with its figures); the catalogue says what the class
+means and what usually fixes it. `tier` orders causes against consequences when one failure leaves
+several findings (console/domain/decisive.py): a lower tier is nearer the root cause.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from console.domain.models import FindingClass as C
+
+#: Tiers, root first: a cause in the engine's resources or inputs; a collective or crash that other
+#: causes can provoke; an exception nothing else names; the engine's or systemd's summary of a death.
+ROOT, COLLATERAL, OPEN, SUMMARY = 0, 1, 2, 3
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One class: `title` names it in plain words, `hint` says what to do, `tier` how root it is."""
+
+    title: str
+    hint: str
+    tier: int
+
+
+CATALOGUE: dict[C, Entry] = {
+    C.CUDA_OOM: Entry(
+        "CUDA out of memory", "lower --mem-fraction-static / --gpu-memory-utilization, the batch size or "
+        "max length, or spread the model over more GPUs", ROOT),
+    C.KV_CACHE_TOO_SMALL: Entry(
+        "KV cache too small", "the weights leave too little GPU memory for the KV cache: raise "
+        "--mem-fraction-static / --gpu-memory-utilization, lower --max-model-len, or use more GPUs", ROOT),
+    C.MEMORY_IN_USE: Entry(
+        "GPU memory already in use", "another process holds GPU memory (often an orphaned VLLM::EngineCore): "
+        "stop it (nvidia-smi shows its pid) or lower --gpu-memory-utilization", ROOT),
+    C.ENGINE_INIT: Entry(
+        "engine start-up failed", "the engine gave up starting; the cause is earlier in the log", SUMMARY),
+    C.CUDA_GRAPH: Entry(
+        "CUDA graph capture failed", "lower --cuda-graph-max-bs or --mem-fraction-static, or start with "
+        "--disable-cuda-graph / --enforce-eager to confirm", COLLATERAL),
+    C.NCCL: Entry(
+        "NCCL error", "a collective between GPUs failed: check NCCL_DEBUG=INFO output, P2P/IB settings and "
+        "that every rank is alive", COLLATERAL),
+    C.NCCL_TIMEOUT: Entry(
+        "NCCL collective timed out", "one rank stopped taking part (crashed, hung or much slower): look for "
+        "the first rank that failed; raise the timeout only if the ranks are merely slow", COLLATERAL),
+    C.PORT_IN_USE: Entry(
+        "port already in use", "another server holds the port: stop it or choose another --port", ROOT),
+    C.ILLEGAL_MEMORY_ACCESS: Entry(
+        "CUDA illegal memory access", "a kernel read or wrote outside its memory (a bug, or an OOM in "
+        "disguise): rerun with CUDA_LAUNCH_BLOCKING=1 and try another attention backend", ROOT),
+    C.WEIGHT_LOAD_ERROR: Entry(
+        "weights could not be loaded", "the checkpoint is missing, corrupt or does not match the model "
+        "config or quantization: re-download it and check --model and --quantization", ROOT),
+    C.UNSUPPORTED_ARCHITECTURE: Entry(
+        "model architecture not supported", "this engine version does not know the model: upgrade the "
+        "engine, or pass --trust-remote-code if the model ships its own code", ROOT),
+    C.HF_ACCESS: Entry(
+        "Hugging Face access refused", "the repo id is wrong, or the model is gated: accept its licence and "
+        "set HF_TOKEN for the unit, or point --model at a local copy", ROOT),
+    C.NO_KERNEL_IMAGE: Entry(
+        "no kernel image", "this build has no kernels for this GPU: use a build for it", ROOT),
+    C.QUANTIZATION_UNSUPPORTED: Entry(
+        "quantization not supported on this GPU", "this quantization method needs a newer GPU: choose "
+        "another quantized checkpoint or another --quantization", ROOT),
+    C.SHM_EXHAUSTED: Entry(
+        "shared memory (/dev/shm) exhausted", "give the process more /dev/shm (docker: --shm-size or "
+        "--ipc=host) or disable custom all-reduce", ROOT),
+    C.SEGFAULT: Entry(
+        "segmentation fault", "native code crashed: check driver, CUDA and library versions match; try "
+        "--enforce-eager or another attention backend", COLLATERAL),
+    C.HOST_OOM: Entry(
+        "host RAM exhausted (kernel OOM killer)", "the host ran out of RAM, not GPU memory: lower CPU-side "
+        "memory (swap space, CPU offload, loader workers) or add RAM", ROOT),
+    C.COMPILE_ERROR: Entry(
+        "kernel compilation failed", "Triton/inductor could not compile a kernel (often too little shared "
+        "memory on this GPU): try --enforce-eager or another backend, or a version for this GPU", ROOT),
+    C.CUDA_DRIVER_TOO_OLD: Entry(
+        "NVIDIA driver too old for this CUDA", "upgrade the NVIDIA driver, or use an engine build for an "
+        "older CUDA", ROOT),
+    C.MAX_MODEL_LEN: Entry(
+        "max model length too large", "--max-model-len / --context-length exceeds what the model supports: "
+        "lower it (or override deliberately, e.g. VLLM_ALLOW_LONG_MAX_MODEL_LEN=1)", ROOT),
+    C.DISK_FULL: Entry(
+        "disk full", "no space left on the device: free space in the model cache or temp directory", ROOT),
+    C.GPU_XID: Entry(
+        "GPU hardware or driver error (Xid/ECC)", "the GPU reported a fault: check nvidia-smi -q and the "
+        "kernel log; reset or drain the GPU before reusing it", ROOT),
+    C.ENGINE_ERROR: Entry(
+        "the engine died of an error", "the exception or signal above ended the process; its message is "
+        "the best lead", OPEN),
+    C.UNIT_FAILED: Entry(
+        "the unit failed", "systemd saw the process end; the cause is the engine's last lines before it",
+        SUMMARY),
+    C.TRACEBACK: Entry(
+        "an exception", "an exception was logged; it is the cause only if the process then died", OPEN),
+}
+
+
+def hint_for(cls: C) -> str:
+    """What to do about a class, in one line."""
+    return CATALOGUE[cls].hint
+
+
+def tier_of(cls: C) -> int:
+    """How root a class is: lower is nearer the root cause."""
+    return CATALOGUE[cls].tier

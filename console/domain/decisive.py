@@ -1,0 +1,70 @@
+"""The decisive finding of a failure: its root cause, with its consequences folded under it.
+
+One failure leaves several findings: a worker's OOM, the engine's "initialization failed" summary,
+systemd's exit status; an NCCL watchdog that reports an illegal memory access; a Python exception and
+the process dying of it. The decisive one is the first in the chain of causes: the finding of the
+lowest tier (catalogue.py) and, within a tier, the earliest. An engine's or systemd's summary of a
+death never wins over an exception logged just before it: that exception becomes the open-world
+`engine_error` it explains.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+from console.domain.catalogue import OPEN, SUMMARY, hint_for, tier_of
+from console.domain.models import Finding, FindingClass
+
+#: An unexplained exception explains a death only if it was logged at most this many lines before it.
+CAUSE_WINDOW_LINES = 400
+#: At most this many consequences are kept under the decisive finding.
+MAX_CONSEQUENCES = 32
+_EXCEPTION_PREFIX = "Python exception: "
+
+
+def as_engine_error(finding: Finding) -> Finding:
+    """An unclassified exception, now known to have ended the process: a fatal `engine_error`."""
+    summary = finding.summary.removeprefix(_EXCEPTION_PREFIX)
+    return replace(
+        finding, cls=FindingClass.ENGINE_ERROR, summary=summary, fatal=True, hint=hint_for(FindingClass.ENGINE_ERROR)
+    )
+
+
+def _order(finding: Finding, index: int) -> tuple[int, int]:
+    return tier_of(finding.cls), index
+
+
+def decisive(findings: Sequence[Finding]) -> Finding | None:
+    """The root cause among a failure's findings, its consequences folded under it.
+
+    Args:
+        findings: The findings of one start (or one log), in the order they were logged.
+
+    Returns:
+        The decisive finding (with `consequences` set), or None when no finding is fatal.
+    """
+    fatal = [(i, f) for i, f in enumerate(findings) if f.fatal]
+    if not fatal:
+        return None
+    at, best = min(fatal, key=lambda item: _order(item[1], item[0]))
+    if tier_of(best.cls) >= OPEN:
+        cause = _earlier_exception(findings, at, best)
+        if cause is not None:
+            at, best = cause[0], as_engine_error(cause[1])
+    consequences = tuple(
+        f for i, f in enumerate(findings) if i != at and (f.fatal or f.cls is FindingClass.TRACEBACK)
+    )[:MAX_CONSEQUENCES]
+    return replace(best, consequences=consequences, hint=best.hint or hint_for(best.cls))
+
+
+def _earlier_exception(findings: Sequence[Finding], at: int, best: Finding) -> tuple[int, Finding] | None:
+    """The first unexplained exception logged shortly before a death that names no cause of its own."""
+    for i, f in enumerate(findings[:at]):
+        if f.cls is not FindingClass.TRACEBACK:
+            continue
+        if best.seq is not None and f.seq is not None and best.seq - f.seq > CAUSE_WINDOW_LINES:
+            continue
+        if tier_of(best.cls) >= SUMMARY or best.cls is FindingClass.ENGINE_ERROR:
+            return i, f
+    return None

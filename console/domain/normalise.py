@@ -1,0 +1,199 @@
+"""Reading a log's messages whole: tracebacks, the context that opened them, and wrapped lines.
+
+rank.py strips each line's prefixes; this module holds what spans lines:
+
+- a traceback being read (`Block`): the rank and level that opened it, whether its opening says it
+  ended the process (`Scheduler hit an exception`, a bare uncaught traceback) or was handled (a
+  request's error, `Exception in thread`), and what its frames passed through (`load_weights`, a
+  CUDA-graph capture);
+- a message that may continue on the next lines (`Pending`): terminals, loggers and issue trackers
+  wrap long lines, even mid-word, onto lines that carry no prefix; a C++ `terminate called` is
+  followed by its indented `what():`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from console.domain.models import Finding
+from console.domain.rank import LineHeader
+
+TRACEBACK_MARKER = "Traceback (most recent call last):"
+# The last line of a traceback: `ValueError: msg`, `torch.OutOfMemoryError: ...`, `KeyboardInterrupt`,
+# vLLM's `OutOfMemoryError('CUDA out of memory ...')`.
+_EXCEPTION_LINE = re.compile(r"(?:[A-Za-z_]\w{0,80}\.){0,8}(?P<name>[A-Za-z_]\w{0,80})(?::(?: |$)|\(['\"]|$)")
+#: Words before a traceback that say it ended the process (or the engine with it).
+_FATAL_CONTEXT = (
+    "hit an exception", "failed to start", "Exception in worker", "encountered a fatal error",
+    "Error executing method", "Initialization failed", "fatal error", "Engine core proc",
+)
+#: Words before a traceback that say something caught it and went on.
+_HANDLED_CONTEXT = (
+    "Exception in ASGI application", "Exception in thread", "Task exception was never retrieved",
+    "Exception ignored", "Exception in callback", "Error in preprocessing", "etrying", "Error in request",
+)
+_PROCESS_LINE = re.compile(r"Process [\w.-]{1,60}:$")
+#: Lines that end a message: the next exception of a chain, C++ backtraces.
+_MESSAGE_ENDS = (
+    TRACEBACK_MARKER, "During handling of the above exception", "The above exception was the direct cause",
+    "Exception raised from", "frame #", 'File "',
+)
+#: A line this long may have been wrapped by a terminal or an issue tracker.
+WRAP_WIDTH = 70
+_MAX_PIECES = 8
+_MAX_TEXT = 4000
+
+
+def exception_name(payload: str) -> str | None:
+    """The exception a traceback's last line names (`ValueError`), or None for other text."""
+    m = _EXCEPTION_LINE.match(payload)
+    if m is None:
+        return None
+    name = m.group("name")
+    if name[0].isupper() or "Error" in name or "Exception" in name:
+        return name
+    return None
+
+
+def is_frame(payload: str) -> bool:
+    """A traceback's frame, source line, caret line or blank line: not its final message."""
+    return not payload.strip() or payload[0] in (" ", "\t")
+
+
+def is_systemd_line(payload: str) -> bool:
+    """A line systemd writes about a unit (`UNIT: Main process exited, ...`), not the engine's output."""
+    unit, sep, _ = payload.partition(": ")
+    return bool(sep) and unit.endswith((".service", ".scope")) and " " not in unit
+
+
+@dataclass(slots=True)
+class Block:
+    """An open traceback of one writer.
+
+    Attributes:
+        rank: The rank that opened it.
+        opened_at: The Triager's line count when it opened.
+        level: The log level it was logged at (a WARNING-level traceback is quiet).
+        fatal: True when its opening says it ended the process, False when something handled it,
+            None when its opening does not say.
+        headline: The logger's message just before it (`logger.exception(e)` prints str(e) first).
+        weights: Whether a frame is in the weight loader.
+        capture: Whether a frame is in a CUDA-graph capture.
+        handled: Whether it is a request's error, answered by a running server.
+    """
+
+    rank: str | None
+    opened_at: int
+    level: str | None
+    fatal: bool | None
+    headline: str | None
+    weights: bool = False
+    capture: bool = False
+    handled: bool = False
+
+    def note_frame(self, payload: str) -> None:
+        """Learn from one frame where the exception was raised."""
+        if "load_weights" in payload or "weight_loader" in payload or "load_state_dict" in payload:
+            self.weights = True
+        if "cuda_graph" in payload or "capture" in payload or "cudagraph" in payload:
+            self.capture = True
+        if "/serving_" in payload or "serving_chat" in payload:
+            self.handled = True
+
+
+def opening_context(header: LineHeader, before: str, prev: LineHeader | None) -> tuple[bool | None, str | None]:
+    """Whether a traceback ended the process, from what opened it; and the logger's headline.
+
+    Args:
+        header: The header of the `Traceback (most recent call last):` line.
+        before: The text before the marker on that line (`Scheduler hit an exception: `).
+        prev: The header of the line before, when there was one.
+
+    Returns:
+        (fatal, headline): fatal is True, False (handled) or None (the opening does not say).
+    """
+    same_writer = prev is not None and prev.stream == header.stream
+    context = before.strip() or (prev.payload.strip() if same_writer and prev is not None else "")
+    headline = None
+    if same_writer and prev is not None and prev.level in ("ERROR", "CRITICAL") and not is_frame(prev.payload):
+        headline = prev.payload.strip() or None
+    for words in _HANDLED_CONTEXT:
+        if words in context:
+            return False, None
+    if "serving_" in context:
+        return False, None
+    for words in _FATAL_CONTEXT:
+        if words in context:
+            return True, headline
+    if _PROCESS_LINE.match(context):
+        return True, headline  # multiprocessing's "Process EngineCore_0:": that process died of it
+    if not before.strip() and header.level is None:
+        return True, headline  # a bare traceback, printed by no logger: uncaught, it ends the process
+    return None, headline
+
+
+@dataclass(slots=True)
+class Pending:
+    """A message whose next lines may continue it; `finding` is its classification so far."""
+
+    stream: str
+    rank: str | None
+    level: str | None
+    ts: float | None
+    seq: int
+    line: str
+    block: Block | None
+    text: str
+    last_len: int
+    finding: Finding | None = None
+    pieces: int = 1
+
+    def extend(self, payload: str, raw_len: int) -> bool:
+        """Append a continued line; False when the message is already as long as it may grow."""
+        if self.pieces >= _MAX_PIECES or len(self.text) >= _MAX_TEXT:
+            return False
+        piece = payload.strip()
+        if self.text.startswith("terminate called") and piece.startswith("what():"):
+            self.text = f"{self.text} {piece}"
+        else:
+            self.text += piece if payload[:1] not in (" ", "\t") else " " + piece
+        self.line = f"{self.line} {piece}" if len(self.line) < _MAX_TEXT else self.line
+        self.last_len = raw_len
+        self.pieces += 1
+        return True
+
+
+def may_continue(pending: Pending) -> bool:
+    """Whether the next line may still belong to this message."""
+    return pending.last_len >= WRAP_WIDTH or pending.text.startswith("terminate called")
+
+
+def continues(pending: Pending, header: LineHeader, raw_len: int) -> bool:
+    """Whether this line continues the pending message: a wrapped piece (a line with no prefix of
+    its own, or only its writer's), or the `what():` after a C++ `terminate called`."""
+    payload = header.payload
+    if not payload.strip() or not may_continue(pending):
+        return False
+    stripped = payload.lstrip()
+    if pending.text.startswith("terminate called"):
+        return stripped.startswith("what():")
+    if stripped.startswith(_MESSAGE_ENDS) or exception_name(payload) and ": " in payload[:120]:
+        return False
+    if not header.tagged:
+        return True
+    return bool(header.stream) and header.stream == pending.stream and header.level is None
+
+
+def looks_incomplete(pending: Pending) -> bool:
+    """Whether the message should wait for its next line: unclassified (a wrap may hide its class),
+    a C++ abort waiting for its `what():`, or an OOM whose figures were cut off."""
+    if not may_continue(pending):
+        return False
+    finding = pending.finding
+    if finding is None or finding.cls.value in ("traceback", "engine_error"):
+        return True
+    oom = finding.oom
+    return oom is not None and oom.tried_bytes is not None and oom.total_bytes is None and (
+        "is free" not in pending.text and "free;" not in pending.text
+    )

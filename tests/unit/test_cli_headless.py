@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -172,10 +171,12 @@ def test_two_concurrent_switches_exactly_one_runs(demo_env):
 
 
 def test_demo_tells_the_seed_story_and_stops_its_units(tmp_path):
-    with socket.socket() as probe:
-        if probe.connect_ex(("127.0.0.1", 30000)) == 0:
-            pytest.skip("port 30000 (the demo's) is in use by another program")
-    env = dict(os.environ, SERVE_CONSOLE_SIM_TIME_SCALE="0.03")
+    # Port 30000 may be taken by another demo on this machine: the demo moves to a free port itself.
+    # The demo's temporary state dir goes under this test's own TMPDIR, so the check below looks only
+    # at processes this test started (another demo on the machine is none of its business).
+    own_tmp = tmp_path / "tmp"
+    own_tmp.mkdir()
+    env = dict(os.environ, SERVE_CONSOLE_SIM_TIME_SCALE="0.03", TMPDIR=str(own_tmp))
     env.pop("SERVE_CONSOLE_STATE_DIR", None)
     started = time.monotonic()
     run = cli(tmp_path, env, "demo", timeout=180)
@@ -183,7 +184,10 @@ def test_demo_tells_the_seed_story_and_stops_its_units(tmp_path):
     assert "FAILED: TP4 EP2" in run.stdout and "CUDA OOM" in run.stdout
     assert "ROLLED BACK: EP8 is ready again" in run.stdout
     assert time.monotonic() - started < 60
-    assert wait_until(lambda: not any(b"serve-console-demo-" in _cmdline(p) for p in _pids()), 5)
+    leftovers = [p.name for p in own_tmp.glob("serve-console-demo-*") if p.name != "serve-console-demo-ports"]
+    assert leftovers == []  # the temporary state dir is gone too (the shared port locks stay, by design)
+    mine = str(own_tmp).encode()
+    assert wait_until(lambda: not any(mine in _cmdline(p) for p in _pids()), 5)
 
 
 def _pids() -> list[int]:

@@ -152,3 +152,12 @@ async def test_two_explores_of_one_service_exclude_each_other(sim_hosts):
             await run.run(ExploreOptions(("EP8",), PROBE))
     with pytest.raises(ExploreRefused, match="no unfinished explore"):
         await run.run(resume=True)
+
+
+async def test_a_layout_that_is_not_ready_in_time_is_a_timeout(sim_hosts):
+    host = sim_hosts(layout_specs=(EP8,))
+    run, _store = explorer(sim_hosts, host, [])
+    result = await run.run(ExploreOptions(("EP8",), PROBE, switch_timeout_s=0.3))
+    (report,) = result.layouts
+    assert report.outcome == "timeout" and report.probes == () and report.failure["summary"]
+    assert result.best is None and result.measured == 0

@@ -20,6 +20,7 @@ from console.config import ConsoleConfig, UiConfig
 from console.hosts.base import Host
 from console.ops.audit import AuditLog
 from console.ops.status import running_units
+from console.ops.views import FitCache
 from console.ui.commands_palette import ConsoleCommands
 from console.ui.gc_pauses import GcPauses
 from console.ui.keys import BY_ID, bindings, validate_keymap
@@ -74,10 +75,14 @@ class ConsoleApp(NotifiesWorkerErrors, App[None]):
         self.readonly = readonly or config.ui.readonly
         self.clock = clock
         self.audit = audit
+        self.fits = FitCache()
+        """Predicted fits per layout, read once for the app's life (the service panes show them)."""
         self.auto_open = auto_open
         self.theme_names: list[str] = []
         self._wanted_theme = theme or config.ui.theme
         self.keymap_problems: list[str] = []
+        self.keymap: dict[str, str] = {}
+        """The config's key remaps by action id, as the help screen shows them."""
         self.sub_title = "read-only" if self.readonly else ""
         self.demo_start = demo_start
         self.stop_started_units = stop_started_units
@@ -99,8 +104,8 @@ class ConsoleApp(NotifiesWorkerErrors, App[None]):
                 with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
                     loop.add_signal_handler(sig, self.exit)
         self._install_themes()
-        keymap, self.keymap_problems = validate_keymap(self.ui_config.keys)
-        self.set_keymap(keymap)
+        self.keymap, self.keymap_problems = validate_keymap(self.ui_config.keys)
+        self.set_keymap(self.keymap)
         for problem in self.keymap_problems:
             self.notify(problem, severity="warning")
         for notice in self.notices:

@@ -8,14 +8,15 @@ from functools import partial
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
 from console.ui.keys import ACTIONS, UiAction
+from console.ui.reach import console_app
 
 
 class ConsoleCommands(Provider):
     """`layout: switch to EP8 on demo`, `service: restart`, `host: open demo`, `theme: light`, ..."""
 
     def _commands(self) -> Iterator[tuple[str, str, Callable[[], object]]]:
-        app = self.app
-        readonly = bool(getattr(app, "readonly", False))
+        app = console_app(self.screen)
+        readonly = app.readonly
         screen = self.screen
         from console.ui.screens.host import HostScreen
 
@@ -26,10 +27,10 @@ class ConsoleCommands(Provider):
             if action.scope in ("host", "journal") and host_screen is None:
                 continue
             yield action.palette, action.tooltip, partial(self._run, action)
-        for name in getattr(app, "hosts", {}):
-            yield f"host: open {name}", f"Open the screen of host {name}.", partial(app.open_host, name)  # type: ignore[attr-defined]
+        for name in app.hosts:
+            yield f"host: open {name}", f"Open the screen of host {name}.", partial(app.open_host, name)
         if not readonly:
-            for host in getattr(app, "hosts", {}).values():
+            for host in app.hosts.values():
                 for service in host.config.services:
                     for layout in service.layouts:
                         yield (
@@ -37,8 +38,8 @@ class ConsoleCommands(Provider):
                             f"Switch {service.name} on {host.name} to {layout.name} (asks first).",
                             partial(self._switch, host.name, service.name, layout.name),
                         )
-        for theme in getattr(app, "theme_names", []):
-            yield f"theme: {theme}", f"Use the {theme} theme (themes/{theme}.toml).", partial(app.set_theme, theme)  # type: ignore[attr-defined]
+        for theme in app.theme_names:
+            yield f"theme: {theme}", f"Use the {theme} theme (themes/{theme}.toml).", partial(app.set_theme, theme)
 
     def _run(self, action: UiAction) -> None:
         screen = self.screen
@@ -50,11 +51,11 @@ class ConsoleCommands(Provider):
             screen.run_action(action.action)
 
     def _switch(self, host: str, service: str, layout: str) -> None:
-        app = self.app
-        app.open_host(host)  # type: ignore[attr-defined]
+        app = console_app(self.screen)
+        app.open_host(host)
 
         def ask() -> None:
-            screen = app.host_screen(host)  # type: ignore[attr-defined]
+            screen = app.host_screen(host)
             if screen is None:
                 return
             names = [s.name for s in screen.host.config.services]

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from typing import cast
+
+from textual.widget import Widget
 from textual.worker import Worker, WorkerState
 
 
@@ -11,4 +14,4 @@ class NotifiesWorkerErrors:
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         if event.state == WorkerState.ERROR:
             name = event.worker.name or "worker"
-            self.notify(f"{name} stopped: {event.worker.error}", severity="error", timeout=10)  # type: ignore[attr-defined]
+            cast(Widget, self).notify(f"{name} stopped: {event.worker.error}", severity="error", timeout=10)

@@ -13,15 +13,16 @@ from textual.widgets import Button, Static
 
 from console.config import ServiceConfig
 from console.hosts.base import Host
+from console.ops.views import ServiceView
 from console.ui.keys import bindings, changing_actions
-from console.ui.widgets.service_pane import ServiceView
+from console.ui.reach import ReachesConsole
 from console.ui.worker_errors import NotifiesWorkerErrors
 
 CHANGING = changing_actions("confirm")
 NEEDS_FORCE = ("oom", "invalid")
 
 
-class ConfirmSwitch(NotifiesWorkerErrors, ModalScreen[tuple[str, bool] | None]):
+class ConfirmSwitch(ReachesConsole, NotifiesWorkerErrors, ModalScreen[tuple[str, bool] | None]):
     """Returns (layout, force) or None."""
 
     BINDINGS = bindings("confirm")
@@ -127,14 +128,14 @@ class ConfirmSwitch(NotifiesWorkerErrors, ModalScreen[tuple[str, bool] | None]):
         self.query_one("#confirm-force", Button).display = self.needs_force
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action in CHANGING and self.app.readonly:  # type: ignore[attr-defined]
+        if action in CHANGING and self.console.readonly:
             return False
         if action == "force":
             return self.needs_force or None
         return True
 
     def action_confirm(self) -> None:
-        if self.app.refuse_readonly("switch"):  # type: ignore[attr-defined]
+        if self.console.refuse_readonly("switch"):
             return
         if not self.fit_known:
             return
@@ -144,7 +145,7 @@ class ConfirmSwitch(NotifiesWorkerErrors, ModalScreen[tuple[str, bool] | None]):
         self.dismiss((self.layout_name, False))
 
     def action_force(self) -> None:
-        if self.app.refuse_readonly("switch"):  # type: ignore[attr-defined]
+        if self.console.refuse_readonly("switch"):
             return
         self.dismiss((self.layout_name, True))
 

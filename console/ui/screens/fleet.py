@@ -7,26 +7,26 @@ from textual.app import ComposeResult
 from textual.screen import Screen
 from textual.widgets import Footer, Header
 
-from console.ui.fetch import fetch_host_summary
+from console.ops.views import HostSummary, host_summary
 from console.ui.keys import bindings
+from console.ui.reach import ReachesConsole
 from console.ui.widgets.fleet_table import FleetTable
 
 
-class FleetScreen(Screen[None]):
+class FleetScreen(ReachesConsole, Screen[None]):
     """Every host at a glance, polled together; a host that is down shows as such with its data age."""
 
     BINDINGS = bindings("fleet")
 
     def compose(self) -> ComposeResult:
-        app = self.app
-        hosts = app.hosts  # type: ignore[attr-defined]
+        app = self.console
+        hosts = app.hosts
 
-        async def fetch(name: str):
-            return await fetch_host_summary(hosts[name], app.clock, audit=app.audit)  # type: ignore[attr-defined]
+        async def fetch(name: str) -> HostSummary:
+            return await host_summary(hosts[name], app.clock, audit=app.audit)
 
         yield Header()
-        yield FleetTable(list(hosts), fetch, refresh_s=app.ui_config.refresh_s,  # type: ignore[attr-defined]
-                         clock=app.clock, id="fleet-table")  # type: ignore[attr-defined]
+        yield FleetTable(list(hosts), fetch, refresh_s=app.ui_config.refresh_s, clock=app.clock, id="fleet-table")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -35,7 +35,7 @@ class FleetScreen(Screen[None]):
 
     @on(FleetTable.HostChosen)
     def _open(self, event: FleetTable.HostChosen) -> None:
-        self.app.open_host(event.host)  # type: ignore[attr-defined]
+        self.console.open_host(event.host)
 
     def action_open_host(self) -> None:
         self.query_one(FleetTable).action_open_host()

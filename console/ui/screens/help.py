@@ -10,6 +10,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from console.ui.keys import ACTIONS, display_key, key_for
+from console.ui.reach import console_app
 
 SCOPE_TITLES = {
     "app": "Everywhere", "fleet": "Fleet overview", "host": "Host screen", "journal": "Journal pane",
@@ -37,9 +38,9 @@ class HelpScreen(ModalScreen[None]):
     BINDINGS = [Binding("escape,q,question_mark", "app.pop_screen", "Close")]
 
     def compose(self) -> ComposeResult:
-        app = self.app
-        keymap = dict(getattr(app, "_keymap", {}) or {})
-        readonly = bool(getattr(app, "readonly", False))
+        app = console_app(self)
+        keymap = dict(app.keymap)
+        readonly = app.readonly
         with VerticalScroll(id="help-box") as box:
             note = " (read-only: changing actions are hidden)" if readonly else ""
             box.border_title = f"keys{note} · ctrl+p opens the command palette · Esc closes"

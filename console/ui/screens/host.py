@@ -11,13 +11,13 @@ from textual.widgets import Footer, Header, Input
 from console.config import ServiceConfig
 from console.hosts.base import Host
 from console.ops.events import PhaseEvent, SwitchResult
-from console.ui.fetch import fetch_service_view
+from console.ops.views import ServiceView, service_view
 from console.ui.keys import bindings, changing_actions, scope_actions
 from console.ui.messages import SwitchNews
 from console.ui.reach import ReachesConsole
 from console.ui.widgets.gpu_pane import GpuPane
 from console.ui.widgets.journal_pane import JournalPane, PhaseSeen
-from console.ui.widgets.service_pane import ServicePane, ServiceUpdated, ServiceView
+from console.ui.widgets.service_pane import ServicePane, ServiceUpdated
 from console.ui.widgets.switch_progress import SwitchPanel
 from console.ui.worker_errors import NotifiesWorkerErrors
 
@@ -46,16 +46,17 @@ class HostScreen(ReachesConsole, NotifiesWorkerErrors, Screen[None]):
 
     def compose(self) -> ComposeResult:
         app = self.console
-        ui, clock, audit = app.ui_config, app.clock, app.audit
+        ui, clock, audit, fits = app.ui_config, app.clock, app.audit, app.fits
         host, service = self.host, self.service
 
         async def fetch() -> ServiceView:
             gpu_pane = self.query_one(GpuPane)
-            return await fetch_service_view(host, service, clock, audit=audit, snapshot=gpu_pane.snapshot)
+            return await service_view(host, service, fits=fits, audit=audit, snapshot=gpu_pane.snapshot)
 
         yield Header()
         with Horizontal(id="top"):
-            yield ServicePane(host.name, fetch, refresh_s=ui.refresh_s, clock=clock, id="service-pane")
+            yield ServicePane(host.name, fetch, refresh_s=ui.refresh_s, clock=clock, busy=lambda: self.switching,
+                              id="service-pane")
             yield GpuPane(host, refresh_s=ui.refresh_s, history_s=ui.history_s, clock=clock, id="gpu-pane")
         yield SwitchPanel(clock=clock, id="switch-panel")
         yield JournalPane(host, engine=service.engine, line_cap=ui.line_cap, id="journal-pane")

@@ -13,8 +13,9 @@ from textual.widgets import DataTable, Static
 
 from console.config import ServiceConfig
 from console.hosts.base import Host
+from console.ops.views import ServiceView
 from console.ui.keys import bindings, changing_actions
-from console.ui.widgets.service_pane import ServiceView
+from console.ui.reach import ReachesConsole
 from console.ui.worker_errors import NotifiesWorkerErrors
 
 CHANGING = changing_actions("picker")
@@ -29,7 +30,7 @@ def fit_cells(fit: Any) -> tuple[str, str, str, str]:
     return str(fit.gpus_used or "-"), weights, headroom, fit.verdict
 
 
-class LayoutPicker(NotifiesWorkerErrors, ModalScreen[tuple[str, bool] | None]):
+class LayoutPicker(ReachesConsole, NotifiesWorkerErrors, ModalScreen[tuple[str, bool] | None]):
     """Returns (layout name, force) once the switch is confirmed, or None."""
 
     BINDINGS = bindings("picker")
@@ -61,7 +62,7 @@ class LayoutPicker(NotifiesWorkerErrors, ModalScreen[tuple[str, bool] | None]):
         self.load_fits()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action in CHANGING and self.app.readonly:  # type: ignore[attr-defined]
+        if action in CHANGING and self.console.readonly:
             return False
         return True
 
@@ -95,7 +96,7 @@ class LayoutPicker(NotifiesWorkerErrors, ModalScreen[tuple[str, bool] | None]):
             color = self.app.theme_variables.get(_VERDICT_VAR.get(verdict, ""), "")
             label = Text(verdict.upper() if verdict in ("oom", "invalid") else verdict, style=f"bold {color}".strip())
             table.update_cell(lc.name, "fit", label, update_width=True)
-        readonly = self.app.readonly  # type: ignore[attr-defined]
+        readonly = self.console.readonly
         note.update(("read-only: view only.  " if readonly else "Enter: switch (asks first).  ")
                     + "Esc: close.  ▶ running  ✓ last ready.  An OOM verdict needs an explicit force.")
 
@@ -112,7 +113,7 @@ class LayoutPicker(NotifiesWorkerErrors, ModalScreen[tuple[str, bool] | None]):
     def action_choose(self) -> None:
         from console.ui.screens.confirm import ConfirmSwitch
 
-        if self.app.refuse_readonly("switch"):  # type: ignore[attr-defined]
+        if self.console.refuse_readonly("switch"):
             return
         name = self._selected()
         if name is None:

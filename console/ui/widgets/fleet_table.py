@@ -5,38 +5,16 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
 
 from rich.text import Text
 from textual import work
 from textual.message import Message
 from textual.widgets import DataTable
 
+from console.ops.views import HostSummary
 from console.ui.keys import bindings
 from console.ui.widgets.service_pane import age_text
 from console.ui.worker_errors import NotifiesWorkerErrors
-
-
-@dataclass(frozen=True, slots=True)
-class HostSummary:
-    """One fleet row, assembled from the host's service statuses and GPU sample."""
-
-    host: str
-    taken_at: float
-    reachable: bool
-    error: str | None = None
-    units_active: int = 0
-    units_total: int = 0
-    layouts: str = "-"
-    gpu_used_mib: int | None = None
-    gpu_total_mib: int | None = None
-    gpus_busy: int | None = None
-    gpu_count: int | None = None
-    health: str = "-"
-    failed: bool = False
-    last_ok_at: float | None = None
-    """For an unreachable host: when its connection last worked (from the host's link status)."""
-
 
 COLUMNS = ("host", "link", "data age", "units", "layout", "GPU memory", "health")
 WIDTHS = (14, 5, 11, 10, 22, 26, 18)

@@ -12,6 +12,7 @@ from textual.widget import Widget
 from console.domain.models import GpuSnapshot
 from console.hosts.base import Host
 from console.hosts.gpus import GpuHistory
+from console.ui.widgets.polling import poll_forever
 from console.ui.worker_errors import NotifiesWorkerErrors
 
 SPARK = "▁▂▃▄▅▆▇█"
@@ -84,19 +85,20 @@ class GpuPane(NotifiesWorkerErrors, Widget, can_focus=False):
     @work(exclusive=True, group="gpu-poll", exit_on_error=False)
     async def poll(self) -> None:
         """Sample, render, sleep; one poll at a time, ends when the pane unmounts."""
-        while True:
-            if not self.fast and self.snapshot is not None and not self.screen.is_current:
-                await asyncio.sleep(self.refresh_s)  # a host screen out of sight does not sample
-                continue
-            try:
-                async with asyncio.timeout(max(5.0, 3 * self.refresh_s)):
-                    snap = await self.host.gpus.sample()
-            except Exception as exc:  # a host going down marks the pane stale, never crashes it
-                self.error = str(exc) or type(exc).__name__
-            else:
-                self.ingest(snap)
-            self.refresh_stale()
-            await asyncio.sleep(min(self.refresh_s, FAST_POLL_S) if self.fast else self.refresh_s)
+        await poll_forever(
+            self.host.gpus.sample, show=self._sampled, fail=self._failed, idle_s=self.refresh_s,
+            wanted=lambda: self.fast or self.snapshot is None or self.screen.is_current,  # out of sight: none
+            wait=lambda: asyncio.sleep(min(self.refresh_s, FAST_POLL_S) if self.fast else self.refresh_s),
+            timeout_s=max(5.0, 3 * self.refresh_s),
+        )
+
+    def _sampled(self, snap: GpuSnapshot) -> None:
+        self.ingest(snap)
+        self.refresh_stale()
+
+    def _failed(self, reason: str) -> None:
+        self.error = reason
+        self.refresh_stale()
 
     def ingest(self, snap: GpuSnapshot) -> None:
         """Take one snapshot (also used by tests and the bench to feed fixed data)."""

@@ -4,33 +4,17 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from rich.text import Text
 from textual import work
 from textual.message import Message
 from textual.widget import Widget
 
-from console.domain.models import HealthSample, Phase, UnitState
+from console.domain.models import Phase
+from console.ops.views import ServiceView
+from console.ui.widgets.polling import poll_forever
 from console.ui.worker_errors import NotifiesWorkerErrors
-
-
-@dataclass(frozen=True, slots=True)
-class ServiceView:
-    """What the pane shows of one service, assembled from `ops.status.service_status`."""
-
-    service: str
-    taken_at: float
-    unit: str | None = None
-    state: UnitState | None = None
-    layout: str | None = None
-    fit_verdict: str | None = None
-    fit_detail: str | None = None
-    gpus_used: int | None = None
-    health: HealthSample | None = None
-    phase: Phase | None = None
-    last_ready_layout: str | None = None
-    error: str | None = None
 
 
 class ServiceUpdated(Message):
@@ -64,10 +48,13 @@ class ServicePane(NotifiesWorkerErrors, Widget):
                          "service--banner"}
 
     def __init__(self, host_name: str, fetch: Callable[[], Awaitable[ServiceView]], *, refresh_s: float,
-                 clock: Callable[[], float], id: str | None = None) -> None:
+                 clock: Callable[[], float], busy: Callable[[], bool] = lambda: False,
+                 id: str | None = None) -> None:
         super().__init__(id=id)
         self.host_name = host_name
         self.fetch = fetch
+        self.busy = busy
+        """True while the host runs a switch: the pane is polled then even out of sight."""
         self.refresh_s = refresh_s
         self.clock = clock
         self.view: ServiceView | None = None
@@ -85,19 +72,15 @@ class ServicePane(NotifiesWorkerErrors, Widget):
 
     @work(exclusive=True, group="service-poll", exit_on_error=False)
     async def poll(self) -> None:
-        while True:
-            if self.view is not None and not self.screen.is_current and not getattr(self.screen, "switching", False):
-                await asyncio.sleep(self.refresh_s)  # out of sight: no polling (a running switch still is)
-                continue
-            try:
-                async with asyncio.timeout(max(5.0, 3 * self.refresh_s)):
-                    view = await self.fetch()
-            except Exception as exc:  # shown as stale with its reason; the poll goes on
-                self.error = str(exc) or type(exc).__name__
-                self._restyle()
-            else:
-                self.show(view)
-            await self._sleep(self._next_wait_s())
+        await poll_forever(
+            self.fetch, show=self.show, fail=self._failed, idle_s=self.refresh_s,
+            wanted=lambda: self.view is None or self.screen.is_current or self.busy(),
+            wait=lambda: self._sleep(self._next_wait_s()), timeout_s=max(5.0, 3 * self.refresh_s),
+        )
+
+    def _failed(self, reason: str) -> None:
+        self.error = reason  # shown as stale with its reason; the poll goes on
+        self._restyle()
 
     def _next_wait_s(self) -> float:
         """The poll interval, shorter while the journal says READY and the probe does not agree yet."""

@@ -1,44 +1,92 @@
-"""What the panes show, assembled from the ops layer (the same calls `serve-console status` makes)."""
+"""What the console's panes show of a service and of a host: the view rules over `ops.status`.
+
+The TUI's service pane and fleet table render these values; `serve-console status` reads the same
+statuses. The fit of a layout is predicted once per (host, service, layout) and kept by its owner.
+"""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from console.config import ServiceConfig
-from console.domain.models import GpuSnapshot
+from console.domain.fit import FitResult
+from console.domain.layout import gpus_used
+from console.domain.models import GpuSnapshot, HealthSample, Phase, UnitState
 from console.hosts.base import Host
-from console.ui.widgets.fleet_table import HostSummary
-from console.ui.widgets.service_pane import ServiceView
+from console.ops.status import service_status
 
 if TYPE_CHECKING:
     from console.ops.audit import AuditLog
 
-#: Fit per (host, service, layout): the model config is read once, not once per poll.
-_FIT_CACHE: dict[tuple[str, str, str], Any] = {}
+
+@dataclass(frozen=True, slots=True)
+class ServiceView:
+    """What the pane shows of one service, assembled from `ops.status.service_status`."""
+
+    service: str
+    taken_at: float
+    unit: str | None = None
+    state: UnitState | None = None
+    layout: str | None = None
+    fit_verdict: str | None = None
+    fit_detail: str | None = None
+    gpus_used: int | None = None
+    health: HealthSample | None = None
+    phase: Phase | None = None
+    last_ready_layout: str | None = None
+    error: str | None = None
 
 
-def layout_fit(host: Host, service: ServiceConfig, layout_name: str, snapshot: GpuSnapshot | None) -> Any:
-    """The predicted fit of a layout (cached), or None when it cannot be predicted."""
-    from console.ops.fit_check import fit_layout, gpu_capacity
+@dataclass(frozen=True, slots=True)
+class HostSummary:
+    """One fleet row, assembled from the host's service statuses and GPU sample."""
 
-    key = (host.name, service.name, layout_name)
-    if key not in _FIT_CACHE:
-        lc = service.layout(layout_name)
-        try:
-            _FIT_CACHE[key] = fit_layout(service, lc, gpu_capacity(host.config, snapshot)) if lc else None
-        except Exception:  # the picker reports an unreadable model config; the pane just shows no verdict
-            _FIT_CACHE[key] = None
-    return _FIT_CACHE[key]
+    host: str
+    taken_at: float
+    reachable: bool
+    error: str | None = None
+    units_active: int = 0
+    units_total: int = 0
+    layouts: str = "-"
+    gpu_used_mib: int | None = None
+    gpu_total_mib: int | None = None
+    gpus_busy: int | None = None
+    gpu_count: int | None = None
+    health: str = "-"
+    failed: bool = False
+    last_ok_at: float | None = None
+    """For an unreachable host: when its connection last worked (from the host's link status)."""
 
 
-async def fetch_service_view(host: Host, service: ServiceConfig, clock: Callable[[], float], *,
-                             audit: AuditLog | None = None, snapshot: GpuSnapshot | None = None) -> ServiceView:
+class FitCache:
+    """Predicted fits per (host, service, layout): the model config is read once, not once per poll."""
+
+    def __init__(self) -> None:
+        self._fits: dict[tuple[str, str, str], FitResult | None] = {}
+
+    def get(self, host: Host, service: ServiceConfig, layout_name: str, snapshot: GpuSnapshot | None) -> FitResult | None:
+        """The predicted fit of a layout, or None when it cannot be predicted."""
+        from console.ops.fit_check import fit_layout, gpu_capacity
+
+        key = (host.name, service.name, layout_name)
+        if key not in self._fits:
+            lc = service.layout(layout_name)
+            try:
+                self._fits[key] = fit_layout(service, lc, gpu_capacity(host.config, snapshot)) if lc else None
+            except Exception:  # the picker reports an unreadable model config; the pane shows no verdict
+                self._fits[key] = None
+        return self._fits[key]
+
+    def clear(self) -> None:
+        self._fits.clear()
+
+
+async def service_view(host: Host, service: ServiceConfig, *, fits: FitCache, audit: AuditLog | None = None,
+                       snapshot: GpuSnapshot | None = None) -> ServiceView:
     """One service's status for the service pane."""
-    from console.domain.layout import gpus_used
-    from console.ops.status import service_status
-
     status = await service_status(host, service, audit=audit, snapshot=snapshot)
     state = status.active_state
     unit = status.active_unit
@@ -52,7 +100,7 @@ async def fetch_service_view(host: Host, service: ServiceConfig, clock: Callable
     if layout is None and unit is not None:
         layout = next((lc.name for lc in service.layouts if service.unit_for(lc) == unit
                        and len(service.all_units()) == len(service.layouts)), None)
-    fit = layout_fit(host, service, layout, status.gpus) if layout else None
+    fit = fits.get(host, service, layout, status.gpus) if layout else None
     lc = service.layout(layout) if layout else None
     detail = None
     if fit is not None and fit.weights_gib_per_gpu is not None:
@@ -78,10 +126,8 @@ async def fetch_service_view(host: Host, service: ServiceConfig, clock: Callable
     )
 
 
-async def fetch_host_summary(host: Host, clock: Callable[[], float], *, audit: AuditLog | None = None) -> HostSummary:
+async def host_summary(host: Host, clock: Callable[[], float], *, audit: AuditLog | None = None) -> HostSummary:
     """One fleet row: every service's status, one GPU sample."""
-    from console.ops.status import service_status
-
     snapshot: GpuSnapshot | None = None
     try:
         async with asyncio.timeout(10):

@@ -99,15 +99,16 @@ def parse_vector(document: object, label: str) -> list[VectorSample]:
         kind = data.get("resultType") if isinstance(data, dict) else None
         raise HostError(label, f"expected an instant vector, got {kind!r}")
     out = []
-    for item in data.get("result") or ():
+    result = data.get("result")
+    for item in result if isinstance(result, list) else ():
         try:
             labels, (at, text) = item["metric"], item["value"]
         except (KeyError, TypeError, ValueError):
             continue
-        value = _number(text)
-        if value is not None and isinstance(labels, dict):
+        value, evaluated_at = _number(text), _number(at)
+        if value is not None and evaluated_at is not None and isinstance(labels, dict):
             out.append(VectorSample(labels={str(k): str(v) for k, v in labels.items()}, value=value,
-                                    evaluated_at=float(at)))
+                                    evaluated_at=evaluated_at))
     return out
 
 

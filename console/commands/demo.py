@@ -62,6 +62,7 @@ def run(args: argparse.Namespace) -> int:
 
 async def _story(host_cfg, state_root: Path, as_json: bool) -> int:
     from console.commands.switch_output import HumanPrinter, JsonPrinter
+    from console.domain.text import shown
     from console.factory import open_host
     from console.ops.audit import AuditLog
     from console.ops.events import FAILED, READY
@@ -72,7 +73,7 @@ async def _story(host_cfg, state_root: Path, as_json: bool) -> int:
     host = open_host(host_cfg, state_dir=state_root, stop_units_on_close=True)
     audit = AuditLog(state_root / "audit.sqlite3")
     service = host_cfg.services[0]
-    say = (lambda _t: None) if as_json else print
+    say = (lambda _t: None) if as_json else (lambda text: print(shown(text)))  # causes quote host text
     printer = JsonPrinter() if as_json else HumanPrinter(host.name, service.name)
     say(f"serve-console demo: host {host.name}, {service.name}, time scale {time_scale(host_cfg):g}")
     try:

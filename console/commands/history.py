@@ -21,6 +21,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from console.domain.text import shown
     from console.ops.audit import open_audit
 
     audit = open_audit()
@@ -37,9 +38,9 @@ def run(args: argparse.Namespace) -> int:
         flags = (" forced" if e.forced else "") + (f" rollback of #{e.rollback_of}" if e.rollback_of else "")
         timing = f" in {e.elapsed_s:.1f} s" if e.elapsed_s is not None else ""
         detected = f", detected after {e.detected_after_s:.2f} s" if e.detected_after_s else ""
-        print(f"#{e.id} {when} {e.host}/{e.service} {move}{flags}: {e.outcome}{timing}{detected}")
-        if e.reason and e.outcome != "ready":
-            print(f"    {e.reason}")
+        print(shown(f"#{e.id} {when} {e.host}/{e.service} {move}{flags}: {e.outcome}{timing}{detected}"))
+        if e.reason and e.outcome != "ready":  # a reason may quote the host's journal
+            print(f"    {shown(e.reason)}")
     if not entries and not args.json:
         print("no switches recorded yet")
     return 0

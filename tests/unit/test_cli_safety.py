@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 from sim_cli import UNIT, cli, journal_dir, sim_env  # noqa: F401 - the fixture is used by name
 
@@ -39,6 +40,20 @@ def test_triage_json_and_summary_carry_no_live_c1_or_bidi(tmp_path):
     log = tmp_path / "engine.log"
     log.write_text("torch.OutOfMemoryError: CUDA out of memory \u009b2J\u202eevil\u202c Tried to allocate 2.00 GiB\n")
     for extra in ((), ("--json",)):
-        run = cli(tmp_path, {"PATH": "/usr/bin:/bin"}, "triage", str(log), *extra)
+        run = cli(tmp_path, dict(os.environ), "triage", str(log), *extra)
         assert run.returncode == 1, run.stderr
         assert not LIVE & set(run.stdout.replace("\n", "")), run.stdout
+
+
+def test_history_shows_a_failure_reason_from_the_journal_safely(tmp_path):
+    from console.ops.audit import AuditLog
+
+    state = tmp_path / "state"
+    log = AuditLog(state / "audit.sqlite3")
+    entry = log.begin(host="h", service="s", to_layout="EP8")
+    log.finish(entry, outcome="failed", reason=f"{HOSTILE} --api-key sk-live-123")
+    log.close()
+    run = cli(tmp_path, dict(os.environ, SERVE_CONSOLE_STATE_DIR=str(state)), "history")
+    assert run.returncode == 0, run.stderr
+    assert not LIVE & set(run.stdout.replace("\n", "")), run.stdout
+    assert "--api-key ***" in run.stdout and "sk-live-123" not in run.stdout

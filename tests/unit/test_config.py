@@ -369,3 +369,5 @@ def test_commented_real_host_blocks_of_the_example_are_valid(tmp_path: Path) -> 
     assert seed.unit_for(seed.layout("TP4 EP2")) == "sglang-k26-tp4ep2.service"
     assert (seed.health_via, seed.sudo) == ("ssh", True)
     assert config.host("gpu-node-3").service("qwen3-30b").engine == Engine.VLLM
+    assert config.host("gpu-node-3").gpus == "dcgm"
+    assert config.fleet is not None and config.fleet.prometheus == "http://prometheus.example:9090"

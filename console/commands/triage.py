@@ -1,10 +1,12 @@
 """`serve-console triage [FILE|-] [--json] [--engine sglang|vllm]`: what went wrong in this log?
 
-Reads a pasted journal, a log file or stdin, and prints one line per finding: its class, rank and
-a plain summary, followed by the log line number and the start-up phase it happened in (when the
-log shows one). With
-`--json`, one JSON object per finding (`Finding.to_json()`). Exit codes: 0 no findings (nothing is
-printed), 1 findings, 2 an unreadable file.
+Reads a pasted journal, a log file or stdin (only when stdin is not a terminal), and prints the
+decisive finding first: the root cause, what to do about it, and the findings it explains; then
+every finding, one per line: its class, rank and a plain summary, followed by the log line number
+and the start-up phase it happened in (when the log shows one). A clean log prints
+`no findings in N lines`. With `--json`, one JSON object per finding (`Finding.to_json()`), the
+decisive one first with `"decisive": true`. Exit codes: 0 no fatal finding, 1 a fatal finding,
+2 an unreadable file or no input.
 """
 
 from __future__ import annotations
@@ -12,11 +14,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Iterator
+from collections import deque
+from collections.abc import Iterable, Iterator
 from contextlib import AbstractContextManager, nullcontext
 from typing import IO, Any
 
-from console.domain.models import Engine, Phase
+from console.domain.models import Engine, Finding, Phase
 
 #: Longer lines are read in pieces of this many bytes, so one endless line cannot exhaust memory.
 MAX_LINE_BYTES = 4 << 20
@@ -26,51 +29,122 @@ def add_parser(subparsers: Any) -> None:
     """Add the `triage` subcommand."""
     parser = subparsers.add_parser(
         "triage",
-        help="classify the failures in an engine or journal log",
-        description="Classify the failures in an SGLang/vLLM/systemd log: CUDA OOM (with its figures), "
-        "KV cache too small, NCCL, port in use, unit failures ...",
+        help="name what killed the engine in an engine or journal log",
+        description="Name the root cause of a failure in an SGLang/vLLM/systemd log (CUDA OOM with its "
+        "figures, KV cache too small, NCCL, port in use, Hugging Face access, segfault, ...), with what to do "
+        "about it, then list every finding. Reads stdin when no file is named and stdin is not a terminal.",
     )
-    parser.add_argument("file", nargs="?", default="-", metavar="FILE", help="the log to read; - for stdin (default)")
-    parser.add_argument("--json", action="store_true", help="one JSON object per finding")
+    parser.add_argument("file", nargs="?", default=None, metavar="FILE", help="the log to read; - for stdin")
+    parser.add_argument("--json", action="store_true", help="one JSON object per finding, the decisive one first")
     parser.add_argument(
         "--engine",
         choices=("sglang", "vllm"),
         help="the engine that wrote the log, for the start-up phase of each finding (default: guessed)",
     )
-    parser.set_defaults(func=run)
+    parser.set_defaults(func=run, usage=parser.format_usage)
 
 
 def run(args: argparse.Namespace) -> int:
-    """Triage the log; print the findings; 1 if there are any."""
+    """Triage the log; print the decisive finding, then every finding; 1 if one is fatal."""
     from console.domain.phases import PhaseTracker
-    from console.domain.text import shown
     from console.domain.triage import Triager
     from console.errors import UsageError
 
+    path = args.file
+    if path is None:
+        if sys.stdin is None or sys.stdin.isatty():
+            sys.stderr.write(args.usage())
+            sys.stderr.write("triage: name a log file, or pipe one in (journalctl -u UNIT | serve-console triage)\n")
+            return 2
+        path = "-"
     engine = Engine(args.engine) if args.engine else None
     triager = Triager(engine)
     tracker = PhaseTracker(engine) if engine else None
-    found = 0
+    where: dict[int, str] = {}  # a finding's seq -> "line N, phase"
+    recent: deque[tuple[int, str]] = deque(maxlen=256)  # (seq, where) of the last lines: findings come late
+    findings: list[Finding] = []
+    lines = 0
     try:
-        with _open(args.file) as stream:
+        with _open(path) as stream:
             for number, line in _lines(stream):
+                lines = number
                 if tracker is None and (guess := guess_engine(line)) is not None:
                     tracker = PhaseTracker(guess)
                 if tracker is not None:
                     tracker.feed(line, 0.0)
-                for finding in triager.feed(line):
-                    found += 1
-                    if args.json:  # ensure_ascii: exact text, and no C1 or bidi character live
-                        print(json.dumps(finding.to_json()))
-                    else:
-                        where = f"line {number}"
-                        if tracker is not None and tracker.phase is not Phase.STOPPED:
-                            where += f", {tracker.phase.value}"
-                        print(f"{finding.cls.value:<21} {shown(finding.rank or '-'):<11} {shown(finding.summary)}  ({where})")
+                here = f"line {number}"
+                if tracker is not None and tracker.phase is not Phase.STOPPED:
+                    here += f", {tracker.phase.value}"
+                recent.append((triager.lines_read + 1, here))
+                found = triager.feed(line)
+                _place(found, recent, where)
+                findings += found
     except OSError as exc:
-        raise UsageError(f"{args.file}: {exc.strerror or exc}") from None
+        raise UsageError(f"{path}: {exc.strerror or exc}") from None
+    found = triager.finish()
+    _place(found, recent, where)
+    findings += found
+    top = triager.decisive()
+    if args.json:
+        _print_json(top, findings, where)
+    else:
+        _print_text(top, findings, where, lines)
     sys.stdout.flush()
-    return 1 if found else 0
+    return 1 if top is not None else 0
+
+
+def _place(found: list[Finding], recent: Iterable[tuple[int, str]], where: dict[int, str]) -> None:
+    """Remember where each finding's line is, while that line is still among the recent ones."""
+    for finding in found:
+        if finding.seq is not None:
+            for seq, here in reversed(list(recent)):
+                if seq == finding.seq:
+                    where[finding.seq] = here
+                    break
+
+
+def _print_text(top: Finding | None, findings: list[Finding], where: dict[int, str], lines: int) -> None:
+    from console.domain.text import shown
+
+    if not findings and top is None:
+        print(f"no findings in {lines} lines")
+        return
+    if top is not None:
+        print(f"{top.cls.value:<21} {shown(top.rank or '-'):<11} {shown(top.summary)}  ({_where(top, where)})")
+        print(f"  what to do: {shown(top.hint or '')}")
+        if top.context is not None:
+            print(f"  while: {top.context.value}")
+        if top.consequences:
+            folded = ", ".join(f"{c.cls.value} ({_where(c, where)})" for c in top.consequences[:8])
+            more = f" and {len(top.consequences) - 8} more" if len(top.consequences) > 8 else ""
+            print(f"  which explains: {folded}{more}")
+        print("all findings:")
+    else:
+        print(f"no fatal finding in {lines} lines; notes:")
+    for f in findings:
+        print(f"{f.cls.value:<21} {shown(f.rank or '-'):<11} {shown(f.summary)}  ({_where(f, where)})")
+
+
+def _print_json(top: Finding | None, findings: list[Finding], where: dict[int, str]) -> None:
+    # ensure_ascii: exact text, and no C1 or bidi character live
+    if top is not None:
+        print(json.dumps({**_json(top, where), "decisive": True}))
+    for f in findings:
+        if top is not None and f.seq == top.seq and f.line == top.line:
+            continue  # printed first, as the decisive finding
+        print(json.dumps({**_json(f, where), "decisive": False}))
+
+
+def _json(finding: Finding, where: dict[int, str]) -> dict[str, Any]:
+    data = finding.to_json()
+    here = where.get(finding.seq) if finding.seq is not None else None
+    if here is not None:
+        data["line_no"] = int(here.split(",")[0].removeprefix("line "))
+    return data
+
+
+def _where(finding: Finding, where: dict[int, str]) -> str:
+    return where.get(finding.seq, "end of log") if finding.seq is not None else "end of log"
 
 
 def guess_engine(line: str) -> Engine | None:

@@ -18,9 +18,9 @@ def _stdin(monkeypatch, data: bytes) -> None:
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data)))
 
 
-def test_clean_start_prints_nothing_and_exits_0(capsys):
+def test_clean_start_says_so_in_one_line_and_exits_0(capsys):
     assert main(["triage", str(LOGS / "sglang_tp8_ready.log")]) == 0
-    assert capsys.readouterr().out == ""
+    assert capsys.readouterr().out == "no findings in 92 lines\n"
     assert main(["triage", "--json", str(LOGS / "vllm_tp4_ready.log")]) == 0
     assert capsys.readouterr().out == ""
 
@@ -28,9 +28,12 @@ def test_clean_start_prints_nothing_and_exits_0(capsys):
 def test_seed_oom_as_json(capsys):
     assert main(["triage", "--json", str(LOGS / "sglang_tp4ep2_oom.log")]) == 1
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
-    assert [r["class"] for r in rows] == ["cuda_oom", "cuda_oom", "unit_failed", "unit_failed"]
+    assert [r["class"] for r in rows] == ["cuda_oom", "cuda_oom", "engine_init", "unit_failed", "unit_failed"]
+    assert [r["decisive"] for r in rows] == [True, False, False, False, False]
     first = rows[0]
-    assert first["rank"] == "TP2 EP1" and first["gpu"] == 2
+    assert first["rank"] == "TP2 EP1" and first["gpu"] == 2 and first["line_no"] == 32
+    assert first["hint"].startswith("lower --mem-fraction-static")
+    assert [c["class"] for c in first["consequences"]] == ["cuda_oom", "engine_init", "unit_failed", "unit_failed"]
     assert first["tried_bytes"] == 672 * MIB
     assert first["free_bytes"] == round(136.94 * MIB)
     assert first["total_bytes"] == round(94.97 * (1 << 30))
@@ -41,11 +44,31 @@ def test_seed_oom_as_json(capsys):
 def test_human_lines_have_class_rank_summary(capsys):
     assert main(["triage", "--engine", "sglang", str(LOGS / "sglang_tp4ep2_oom.log")]) == 1
     lines = capsys.readouterr().out.splitlines()
-    assert len(lines) == 4
-    assert lines[0].split()[:2] == ["cuda_oom", "TP2"]
+    assert lines[0].split()[:2] == ["cuda_oom", "TP2"]  # the decisive finding first
     assert "CUDA OOM on GPU 2 (TP2 EP1): tried 672.00 MiB with 136.94 MiB free of 94.97 GiB" in lines[0]
     assert lines[0].endswith("(line 32, loading_weights)")
-    assert lines[2].startswith("unit_failed") and " - " in lines[2]
+    assert lines[1].startswith("  what to do: lower --mem-fraction-static")
+    assert lines[2].startswith("  which explains: cuda_oom (line 51, loading_weights), engine_init (line 53")
+    assert lines[3] == "all findings:"
+    assert len(lines) == 4 + 5
+    assert lines[7].startswith("unit_failed") and " - " in lines[7]
+
+
+def test_the_hint_names_what_to_do(tmp_path, capsys):
+    log = tmp_path / "k.log"
+    log.write_text("(EngineCore_DP0 pid=9) ERROR 07-28 15:07:22 [core.py:632] torch.AcceleratorError: CUDA error: "
+                   "no kernel image is available for execution on the device (sm_120)\n")
+    assert main(["triage", str(log)]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("no_kernel_image       DP0")
+    assert out[1] == "  what to do: this build has no kernels for this GPU (sm_120); use a build for it"
+
+
+def test_a_terminal_on_stdin_gets_the_usage_not_a_hang(monkeypatch, capsys):
+    monkeypatch.setattr(sys.stdin, "isatty", lambda: True, raising=False)
+    assert main(["triage"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("usage:") and "pipe one in" in err
 
 
 def test_stdin_with_invalid_utf8_and_crlf(monkeypatch, capsys):
@@ -63,7 +86,7 @@ def test_stdin_with_invalid_utf8_and_crlf(monkeypatch, capsys):
 def test_stdin_is_the_default(monkeypatch, capsys):
     _stdin(monkeypatch, b"nothing to see\n")
     assert main(["triage"]) == 0
-    assert capsys.readouterr().out == ""
+    assert capsys.readouterr().out == "no findings in 1 lines\n"
 
 
 def test_tqdm_carriage_returns_are_split(monkeypatch, capsys):
@@ -105,5 +128,5 @@ def test_piped_through_the_real_entry_point(tmp_path):
     )
     assert proc.returncode == 1, proc.stderr
     classes = [json.loads(line)["class"] for line in proc.stdout.decode().splitlines()]
-    assert classes == ["cuda_oom", "cuda_oom", "traceback", "engine_init"]
+    assert classes == ["cuda_oom", "cuda_oom", "engine_init", "engine_init"]
     assert proc.stderr == b""

@@ -1,8 +1,13 @@
 """Readiness probes of a service's HTTP endpoints, from the console or through an SSH port forward.
 
 `/health` decides readiness (SGLang answers 503 while it warms up, 200 when a generation works;
-vLLM 200, or 503 once its engine died). `/v1/models` is recorded separately in `models_ok`: SGLang
-answers it before warm-up ends, so it is never readiness on its own.
+vLLM 200, or 503 once its engine died). `/v1/models` is asked only of a plain OpenAI-compatible server
+whose `/health` answers 404 (SGLang answers it before warm-up ends, so it is never readiness on its
+own), and recorded in `models_ok`; no other probe sends it, so an idle engine's access log is not
+flooded with it.
+
+Every request carries `User-Agent: serve-console/<version> (probe)` (PROBE_USER_AGENT), so the
+console's own requests can be told apart in an engine's access log, and folded out of the journal.
 """
 
 from __future__ import annotations
@@ -13,9 +18,13 @@ from urllib.parse import urlsplit, urlunsplit
 
 import aiohttp
 
+from console import __version__
 from console.domain.models import Engine, HealthSample
 from console.domain.text import printable
 from console.errors import HostError
+
+#: What the console's probes say they are (the journal folds access lines that carry it).
+PROBE_USER_AGENT = f"serve-console/{__version__} (probe)"
 
 
 class LocalForward(Protocol):
@@ -56,6 +65,7 @@ class HttpHealthProbe:
         if self._session is None or self._session.closed:
             self._session = aiohttp.ClientSession(
                 timeout=aiohttp.ClientTimeout(total=self.timeout_s),
+                headers={"User-Agent": PROBE_USER_AGENT},
                 # one connection per request: a pooled one may belong to a forward that died
                 connector=aiohttp.TCPConnector(force_close=True),
             )
@@ -82,12 +92,13 @@ class HttpHealthProbe:
         except aiohttp.ClientError as exc:
             return HealthSample(taken_at=now, status="down", error=_short(exc))
         latency_s = time.monotonic() - started
-        try:
-            models_status: int | None = await self._get(base + "/v1/models")
-        except (TimeoutError, aiohttp.ClientError):
-            models_status = None
-        models_ok = models_status == 200 if models_status is not None else None
-        ready = status == 200 or (self.engine == Engine.OPENAI and status == 404 and bool(models_ok))
+        models_ok = None
+        if self.engine == Engine.OPENAI and status == 404:  # a server with no /health at all
+            try:
+                models_ok = await self._get(base + "/v1/models") == 200
+            except (TimeoutError, aiohttp.ClientError):
+                models_ok = None
+        ready = status == 200 or bool(models_ok)
         return HealthSample(
             taken_at=now,
             status="ready" if ready else "starting",

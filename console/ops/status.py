@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -121,6 +122,36 @@ def running_layout(
     return unit, None
 
 
+#: While the same engine runs and answered ready, its health is asked again only this often: an idle
+#: journal is not the console's own probes (a switch's watch probes every 0.5 s on its own).
+READY_PROBE_INTERVAL_S = 5.0
+
+_last_ready: weakref.WeakKeyDictionary[Any, tuple[tuple, HealthSample, float]] = weakref.WeakKeyDictionary()
+
+
+async def recent_health(probe: Any, states: list[UnitState], *, max_age_s: float = READY_PROBE_INTERVAL_S) -> HealthSample:
+    """The probe's reading: a ready one younger than `max_age_s` of the same running engine, else a new one.
+
+    Only "ready" is reused, and only while the same units run with the same main pids: a start, a stop
+    or a death is probed at once.
+    """
+    engines = tuple((s.unit, s.main_pid) for s in states if s.is_running)
+    try:
+        cached = _last_ready.get(probe)
+    except TypeError:  # a probe that cannot be weakly referenced is simply asked every time
+        cached = None
+    now = time.monotonic()
+    if cached is not None and cached[0] == engines and engines and now - cached[2] < max_age_s:
+        return cached[1]
+    sample = await probe.probe()
+    with contextlib.suppress(TypeError):
+        if sample.status == "ready":
+            _last_ready[probe] = (engines, sample, now)
+        else:
+            _last_ready.pop(probe, None)
+    return sample
+
+
 async def service_status(
     host: Host, service: ServiceConfig, *, audit: AuditLog | None = None, snapshot: GpuSnapshot | None = None
 ) -> ServiceStatus:
@@ -136,7 +167,7 @@ async def service_status(
     probe = host.probes.get(service.name)
     if probe is not None:
         try:
-            health = await probe.probe()
+            health = await recent_health(probe, states)
         except Exception as exc:
             errors.append(f"health: {exc}")
     if snapshot is None:

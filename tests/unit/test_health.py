@@ -9,7 +9,7 @@ from aiohttp import web
 
 from console.domain.models import Engine
 from console.errors import HostError
-from console.hosts.health import HttpHealthProbe
+from console.hosts.health import PROBE_USER_AGENT, HttpHealthProbe
 
 
 def _free_port() -> int:
@@ -21,16 +21,23 @@ def _free_port() -> int:
 class Engineish:
     """/health answers 503 until `ready`; /v1/models answers 200 as soon as HTTP is up (like SGLang)."""
 
-    def __init__(self):
+    def __init__(self, *, has_health: bool = True):
         self.ready = False
         self.runner = None
         self.port = _free_port()
+        self.has_health = has_health
+        self.requests: list[tuple[str, str]] = []
+        """(path, User-Agent) of every request."""
 
     async def start(self):
         async def health(request):
+            self.requests.append((request.path, request.headers.get("User-Agent", "")))
+            if not self.has_health:
+                return web.Response(status=404)
             return web.Response(status=200 if self.ready else 503)
 
         async def models(request):
+            self.requests.append((request.path, request.headers.get("User-Agent", "")))
             return web.json_response({"data": []})
 
         app = web.Application()
@@ -52,11 +59,14 @@ async def test_sglang_sequence_refused_then_starting_then_ready():
         assert down.status == "down" and "refused" in (down.error or "")
         await engine.start()
         starting = await probe.probe()
-        assert (starting.status, starting.http_status, starting.models_ok) == ("starting", 503, True)
+        assert (starting.status, starting.http_status) == ("starting", 503)
         engine.ready = True
         ready = await probe.probe()
-        assert (ready.status, ready.http_status, ready.models_ok) == ("ready", 200, True)
+        assert (ready.status, ready.http_status) == ("ready", 200)
         assert ready.latency_s is not None and ready.latency_s >= 0
+        # only /health, and every request says it is the console's probe
+        assert engine.requests == [("/health", PROBE_USER_AGENT)] * 2
+        assert PROBE_USER_AGENT.startswith("serve-console/") and PROBE_USER_AGENT.endswith(" (probe)")
     finally:
         await probe.close()
         if engine.runner:
@@ -89,6 +99,23 @@ async def test_forwarded_probe_uses_the_local_port_and_reports_a_down_host():
     finally:
         await probe.close()
         await broken.close()
+        await engine.stop()
+
+
+async def test_v1_models_is_asked_only_of_a_server_without_health():
+    engine = Engineish(has_health=False)
+    await engine.start()
+    sglang = HttpHealthProbe(f"http://127.0.0.1:{engine.port}", Engine.SGLANG, timeout_s=2)
+    openai = HttpHealthProbe(f"http://127.0.0.1:{engine.port}", Engine.OPENAI, timeout_s=2)
+    try:
+        assert (await sglang.probe()).status == "starting"  # 404 on /health is not ready for SGLang
+        assert [path for path, _ in engine.requests] == ["/health"]
+        sample = await openai.probe()
+        assert (sample.status, sample.models_ok) == ("ready", True)
+        assert [path for path, _ in engine.requests] == ["/health", "/health", "/v1/models"]
+    finally:
+        await sglang.close()
+        await openai.close()
         await engine.stop()
 
 

@@ -31,11 +31,8 @@ from console.hosts.systemd_parse import (
 )
 
 _QUICK_S = 30.0
-# `cat` a file, or exit _ABSENT_EXIT when there is none (a missing env file is not an error).
-_ABSENT_EXIT = 3
-_READ_IF_THERE = f'if [ -e "$1" ]; then exec cat -- "$1"; else exit {_ABSENT_EXIT}; fi'
-# Start the temporary file as a copy of the old one (mode and owner kept) when there is one.
-_COPY_IF_THERE = 'if [ -e "$1" ]; then exec cp -p -- "$1" "$2"; fi'
+# Plain commands, never `sh -c`: a sudoers rule can then allow exactly these (cat, cp, tee, mv, mkdir).
+_NO_SUCH_FILE = "No such file or directory"
 _STOP_S = 150.0  # systemd's default TimeoutStopSec is 90 s, plus SIGKILL handling
 
 
@@ -161,10 +158,8 @@ class SystemdManager:
     async def read_file(self, path: str) -> str | None:
         """A file the console edits (an env file), or None if it does not exist."""
         check_managed_path(path)
-        result = await self.transport.run(
-            sudo_wrap(["sh", "-c", _READ_IF_THERE, "sh", path], self._sudo_for(None)), timeout_s=_QUICK_S
-        )
-        if result.exit_status == _ABSENT_EXIT:
+        result = await self.transport.run(sudo_wrap(["cat", "--", path], self._sudo_for(None)), timeout_s=_QUICK_S)
+        if not result.ok and _NO_SUCH_FILE in result.stderr:
             return None
         raise_for_result(self.host, result, f"reading {path}")
         return result.stdout
@@ -177,7 +172,11 @@ class SystemdManager:
         directory = posixpath.dirname(path)
         tmp = f"{path}.serve-console-{secrets.token_hex(4)}.tmp"
         await self._action(["mkdir", "-p", directory], f"mkdir -p {directory}")
-        await self._action(["sh", "-c", _COPY_IF_THERE, "sh", path, tmp], f"copying {path}")
+        copied = await self.transport.run(
+            sudo_wrap(["cp", "-p", "--", path, tmp], self._sudo_for(None)), timeout_s=_QUICK_S
+        )
+        if not copied.ok and _NO_SUCH_FILE not in copied.stderr:  # no old file: tee creates it
+            raise_for_result(self.host, copied, f"cp -p {path} {tmp}")
         result = await self.transport.run(
             sudo_wrap(["tee", tmp], self._sudo_for(None)), input=content, timeout_s=_QUICK_S
         )

@@ -115,3 +115,23 @@ async def test_the_simulated_host_never_writes_outside_its_files(sim_hosts, tmp_
         with pytest.raises(HostError, match="outside"):
             await host.services.write_file(path, "X=1\n")
     assert list(outside.iterdir()) == []
+
+
+async def test_the_systemd_writer_keeps_mode_and_other_lines_and_reads_a_missing_file_as_none(tmp_path):
+    from console.hosts.local import LocalTransport
+    from console.hosts.systemd import SystemdManager
+
+    manager = SystemdManager(LocalTransport())
+    env_file = tmp_path / "etc" / "k26.env"
+    assert await manager.read_file(str(env_file)) is None
+    env_file.parent.mkdir()
+    env_file.write_text("HF_TOKEN=hf_secret\nSERVE_CONSOLE_LAYOUT=old\n")
+    os.chmod(env_file, 0o640)
+    text = edit_env_file(await manager.read_file(str(env_file)), {"SERVE_CONSOLE_LAYOUT": "EP8"})
+    await manager.write_file(str(env_file), text)
+    assert env_file.read_text() == 'HF_TOKEN=hf_secret\nSERVE_CONSOLE_LAYOUT="EP8"\n'
+    assert stat.S_IMODE(env_file.stat().st_mode) == 0o640
+    assert sorted(p.name for p in env_file.parent.iterdir()) == ["k26.env"]  # no temporary file left
+    fresh = tmp_path / "etc" / "new.env"
+    await manager.write_file(str(fresh), "A=1\n")
+    assert fresh.read_text() == "A=1\n"

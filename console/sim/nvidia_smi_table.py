@@ -9,6 +9,11 @@ from console.domain.models import GpuSnapshot
 _WIDTH = 89  # inner width of nvidia-smi's box
 
 
+def power_cap_w(name: str) -> int:
+    """The card's board power limit as nvidia-smi shows it (H100 SXM 700 W; the RTX PRO 6000 600 W)."""
+    return 700 if "H100" in name or "H200" in name else 600
+
+
 def _row(*cells: str) -> str:
     return "|" + "|".join(cells) + "|"
 
@@ -39,7 +44,8 @@ def render_table(snapshot: GpuSnapshot, *, driver: str, cuda: str) -> list[str]:
         lines += [
             _row(f"   {g.index}  {name:<24}".ljust(37) + "On  ",
                  f"   {g.pci_bus_id or '':<16} Off ", f"{'0':>21} "),
-            _row(f" {30 + util // 3:>2}%  {g.temp_c or 0:>3}C    {perf}".ljust(27) + f"{watts:>4}W /  600W ",
+            _row(f" {30 + util // 3:>2}%  {g.temp_c or 0:>3}C    {perf}".ljust(27)
+                 + f"{watts:>4}W / {power_cap_w(name):>4}W ",
                  f"{g.used_mib or 0:>8}MiB / {g.total_mib or 0:>6}MiB ",
                  f"{util:>7}%      Default "),
             _row(" " * 41, " " * 24, f"{'N/A':>21} "),

@@ -6,7 +6,7 @@ import argparse
 import asyncio
 import sys
 
-from console.commands.host_args import add_host_option, load, pick_host, pick_service, print_json
+from console.commands.host_args import add_host_option, pick_target, print_json
 from console.commands.probe_args import add_probe_options, options_from_args
 
 
@@ -44,9 +44,7 @@ def run(args: argparse.Namespace) -> int:
     from console.ops.probe_load import build_prompts
     from console.ops.results_table import parse_pick
 
-    config = load(args)
-    host_cfg = pick_host(config, args.host)
-    service = pick_service(host_cfg, args.service)
+    config, host_cfg, service = pick_target(args)
     require_writable(config, getattr(args, "readonly", False), f"explore {host_cfg.name}/{service.name}")
     if args.timeout <= 0:
         raise UsageError("--timeout must be positive")

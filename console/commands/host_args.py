@@ -66,6 +66,19 @@ def pick_service(host: HostConfig, name: str | None) -> ServiceConfig:
     return found
 
 
+def pick_target(args: argparse.Namespace, *, layout: str | None = None) -> tuple[ConsoleConfig, HostConfig, ServiceConfig]:
+    """The config, host and service a command acts on, from `--config`, `--host` and `--service`.
+
+    With `layout`, a cluster of several hosts picks the only host that has it (`switch TP2`).
+
+    Raises:
+        UsageError: as `pick_host` and `pick_service`.
+    """
+    config = load(args)
+    host = pick_host_for_layout(config, args.host, layout) if layout else pick_host(config, args.host)
+    return config, host, pick_service(host, args.service)
+
+
 def print_json(obj: dict[str, Any]) -> None:
     """One JSON line, flushed at once so scripts see events as they happen."""
     sys.stdout.write(json.dumps(obj, separators=(", ", ": ")) + "\n")

@@ -7,7 +7,7 @@ import asyncio
 import json
 import sys
 
-from console.commands.host_args import add_host_option, load, pick_host, pick_service, print_json
+from console.commands.host_args import add_host_option, pick_target, print_json
 from console.commands.probe_args import add_probe_options, options_from_args
 
 
@@ -36,9 +36,7 @@ def run(args: argparse.Namespace) -> int:
     from console.ops.probe_load import build_prompts
 
     options = options_from_args(args)
-    config = load(args)
-    host_cfg = pick_host(config, args.host)
-    service = pick_service(host_cfg, args.service)
+    config, host_cfg, service = pick_target(args)
     require_writable(config, getattr(args, "readonly", False), f"probe {host_cfg.name}/{service.name}")
     build_prompts(options, 1)  # a bad dataset is a usage error before the server is touched
     return asyncio.run(_probe(host_cfg, service, options, args))

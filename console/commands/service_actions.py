@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from console.commands.host_args import add_host_option, load, pick_host, pick_service
+from console.commands.host_args import add_host_option, pick_target
 
 
 def add_action_options(parser: argparse.ArgumentParser) -> None:
@@ -21,8 +21,6 @@ def target(args: argparse.Namespace, verb: str):
     """
     from console.ops.guard import require_writable
 
-    config = load(args)
-    host_cfg = pick_host(config, args.host)
-    service = pick_service(host_cfg, args.service)
+    config, host_cfg, service = pick_target(args)
     require_writable(config, getattr(args, "readonly", False), f"{verb} {host_cfg.name}/{service.name}")
     return host_cfg, service

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 
-from console.commands.host_args import add_host_option, load, pick_host_for_layout, pick_service
+from console.commands.host_args import add_host_option, pick_target
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -38,9 +38,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--timeout must be positive")
     from console.ops.guard import require_writable
 
-    config = load(args)
-    host_cfg = pick_host_for_layout(config, args.host, args.layout)
-    service = pick_service(host_cfg, args.service)
+    config, host_cfg, service = pick_target(args, layout=args.layout)
     require_writable(config, args.readonly, f"switch {host_cfg.name}/{service.name} to {args.layout}")
     return asyncio.run(_switch(host_cfg, service, args))
 
@@ -55,12 +53,12 @@ async def _switch(host_cfg, service, args: argparse.Namespace) -> int:
     host = open_host(host_cfg)
     audit = open_audit()
     try:
-        resolve(host, service, args.layout)  # a bad layout name is a usage error before anything runs
+        service, layout = resolve(host, service, args.layout)  # a bad name is a usage error before anything runs
         printer = JsonPrinter() if args.json else HumanPrinter(host.name, service.name)
         result = await switch_layout(
             host,
             service,
-            args.layout,
+            layout,
             force=args.force,
             timeout_s=args.timeout,
             rollback=not args.no_rollback,

@@ -6,7 +6,7 @@ import argparse
 import asyncio
 import time
 
-from console.commands.host_args import add_host_option, load, pick_host, pick_service, print_json
+from console.commands.host_args import add_host_option, pick_target, print_json
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -29,9 +29,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.n < 0:
         raise UsageError("-n must not be negative")
-    config = load(args)
-    host_cfg = pick_host(config, args.host)
-    service = pick_service(host_cfg, args.service)
+    config, host_cfg, service = pick_target(args)
     return asyncio.run(_tail(host_cfg, service, args))
 
 

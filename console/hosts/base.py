@@ -54,6 +54,7 @@ class ServiceManager(Protocol):
         ...
 
     async def start(self, unit: str) -> None:
+        """Start without waiting for the engine; a failed state is cleared first (`reset-failed`)."""
         ...
 
     async def stop(self, unit: str) -> None:

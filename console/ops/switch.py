@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from console.config import DROP_IN, ENV_FILE, LayoutConfig, ServiceConfig
-from console.domain.models import Finding, FindingClass, Phase
+from console.domain.models import Finding, FindingClass, Phase, UnitState
 from console.errors import ConsoleError, UsageError
 from console.hosts.base import Host, LockBusy
 from console.ops.events import (
@@ -48,9 +48,9 @@ def lock_name(service: ServiceConfig) -> str:
 
 
 def resolve(
-    host: Host, service: ServiceConfig | str | None, layout_name: str
+    host: Host, service: ServiceConfig | str | None, layout_name: str | LayoutConfig
 ) -> tuple[ServiceConfig, LayoutConfig]:
-    """The service and layout a switch names.
+    """The service and layout a switch names (a layout already resolved is taken as it is).
 
     Raises:
         UsageError: the service or the layout does not exist (the message lists the choices).
@@ -62,6 +62,8 @@ def resolve(
             what = f"no service {service!r}" if service else "several services; name one with --service"
             raise UsageError(f"host {host.name}: {what} (services: {names})")
         service = found
+    if isinstance(layout_name, LayoutConfig):
+        return service, layout_name
     layout = service.layout(layout_name)
     if layout is None:
         names = ", ".join(lc.name for lc in service.layouts)
@@ -72,7 +74,7 @@ def resolve(
 async def switch_layout(
     host: Host,
     service: ServiceConfig | str | None,
-    layout_name: str,
+    layout_name: str | LayoutConfig,
     *,
     force: bool = False,
     timeout_s: float = 900.0,
@@ -217,7 +219,8 @@ class _Switch:
             self.step(layout.name, t0, "preflight", f"predicted {fit.verdict}: {fit.reason}; forced")
         else:
             self.step(layout.name, t0, "preflight", f"predicted {fit.verdict}: {fit.reason}")
-        result = await self.start(layout, from_layout=from_layout, forced=force, fit_json=fit_json, t0=t0)
+        result = await self.start(layout, from_layout=from_layout, forced=force, fit_json=fit_json, t0=t0,
+                                  states=states)
         if result.outcome in (FAILED, TIMEOUT) and rollback:
             result = await self.roll_back(result, from_layout)
         return result
@@ -257,8 +260,9 @@ class _Switch:
         fit_json: dict | None,
         t0: float,
         rollback_of: int | None = None,
+        states: Sequence[UnitState] | None = None,
     ) -> SwitchResult:
-        """Stop what runs, start `layout`, watch it to a verdict, audit it."""
+        """Stop what runs (`states`, when just read), start `layout`, watch it to a verdict, audit it."""
         is_rollback = rollback_of is not None
         svc, unit = self.service, self.service.unit_for(layout)
         audit_id = None
@@ -269,7 +273,7 @@ class _Switch:
             )  # fmt: skip
         started_at = time.time()
         try:
-            verdict = await self._start_and_watch(layout, unit, t0, is_rollback)
+            verdict = await self._start_and_watch(layout, unit, t0, is_rollback, states)
         except (asyncio.CancelledError, KeyboardInterrupt):
             if self.audit is not None and audit_id is not None:
                 self.audit.finish(audit_id, outcome="interrupted", reason="the switch was cancelled")
@@ -289,7 +293,9 @@ class _Switch:
             forced=forced, fit=fit_json, audit_id=audit_id, started_at=started_at, verdict_at=verdict.verdict_at,
         )  # fmt: skip
 
-    async def _start_and_watch(self, layout: LayoutConfig, unit: str, t0: float, rollback: bool) -> Verdict:
+    async def _start_and_watch(
+        self, layout: LayoutConfig, unit: str, t0: float, rollback: bool, states: Sequence[UnitState] | None
+    ) -> Verdict:
         services = self.host.services
         action = "prepare the layout's file"
         try:
@@ -303,7 +309,7 @@ class _Switch:
             except ValueError as exc:
                 raise UsageError(str(exc)) from None
             action = "stop the running layout"
-            for state in await unit_states(self.host, self.service):
+            for state in states if states is not None else await unit_states(self.host, self.service):
                 if state.is_running:
                     self.step(
                         layout.name, t0, "stop", f"stopping {state.unit}", unit=state.unit, rollback=rollback
@@ -316,8 +322,7 @@ class _Switch:
                 await services.write_file(path, content)
                 if self.service.mapping == DROP_IN:
                     await services.daemon_reload()
-            action = f"start {unit}"
-            await services.reset_failed(unit)
+            action = f"start {unit}"  # start() clears a failed state first (systemctl reset-failed)
             cursor = None
             async for entry in services.journal(unit, follow=False, lines=1):
                 cursor = entry.cursor

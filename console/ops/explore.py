@@ -14,6 +14,7 @@ taken for the whole sweep; each switch still takes the switch lock of its own.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -21,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from console.config import ServiceConfig
 from console.errors import ConsoleError, UsageError
 from console.hosts.base import Host, LockBusy
-from console.ops.events import READY
+from console.ops.events import READY, UNCHANGED, StepEvent
 from console.ops.explore_report import (
     FAILED,
     MEASURED,
@@ -42,6 +43,8 @@ from console.ops.switch import resolve, switch_layout
 if TYPE_CHECKING:
     from console.ops.audit import AuditLog
 
+#: How long a cancelled switch waits for a start already asked for to land (it is seconds at most).
+START_LANDS_S = 10.0
 EventSink = Callable[[Any], None]
 """Gets every event: the switches' events, each probe level (ProbeResult), each LayoutDone."""
 
@@ -75,10 +78,36 @@ class Explore:
         return layout if (await probe.probe()).status == "ready" else None
 
     async def _switch(self, name: str, *, force: bool, timeout_s: float) -> tuple[Any, float]:
+        """Switch, and on a cancel let a start already asked for land before the switch stops: a start
+        cut off mid-way (`systemctl start` over SSH, the demo's spawn) still brings its unit up a moment
+        later, where the next switch's stop step would not see it and two engines would share the GPUs."""
         t0 = time.monotonic()
-        result = await switch_layout(self.host, self.service, name, force=force, timeout_s=timeout_s,
-                                     audit=self.audit, on_event=self.emit)  # fmt: skip
-        if result.outcome == READY:
+        starting = asyncio.Event()
+        started = asyncio.Event()
+
+        def watch_steps(event: Any) -> None:
+            if isinstance(event, StepEvent) and not event.rollback:
+                if event.step == "start":
+                    starting.set()
+                elif event.step == "watch":
+                    started.set()
+            self.emit(event)
+
+        task = asyncio.ensure_future(switch_layout(
+            self.host, self.service, name, force=force, timeout_s=timeout_s, audit=self.audit,
+            on_event=watch_steps))  # fmt: skip
+        try:
+            result = await asyncio.shield(task)
+        except asyncio.CancelledError:
+            if starting.is_set() and not started.is_set():
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(START_LANDS_S):
+                        await started.wait()
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            raise
+        if result.outcome in (READY, UNCHANGED):
             self.current = self.last_good = name
         elif result.rollback is not None and result.rollback.outcome == READY:
             self.current = self.last_good = result.rollback.layout
@@ -96,7 +125,7 @@ class Explore:
         switch_s = 0.0
         if self.current != name:
             result, switch_s = await self._switch(name, force=opts.include_oom, timeout_s=opts.switch_timeout_s)
-            if result.outcome != READY:
+            if result.outcome not in (READY, UNCHANGED):
                 failure = result.failure.to_json() if result.failure is not None else None
                 failure = failure or {"summary": result.reason}
                 if result.rollback is not None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from textual import on, work
 from textual.app import ComposeResult
 from textual.containers import Horizontal
@@ -10,7 +12,7 @@ from textual.widgets import Footer, Header, Input
 
 from console.config import ServiceConfig
 from console.hosts.base import Host
-from console.ops.events import PhaseEvent, SwitchResult
+from console.ops.events import FAILED, PhaseEvent, SwitchResult
 from console.ops.views import ServiceView, service_view
 from console.ui.keys import bindings, changing_actions, scope_actions
 from console.ui.messages import SwitchNews
@@ -166,13 +168,17 @@ class HostScreen(ReachesConsole, NotifiesWorkerErrors, Screen[None]):
 
     @work(exclusive=True, group="switch", exit_on_error=False)
     async def run_switch(self, layout_name: str, force: bool) -> None:
-        """Run the ops layer's switch; its events stream into the panel as messages."""
-        from console.ui.switch_runner import run_switch
+        """Run the ops layer's switch; its typed events stream into the panel as messages."""
+        from console.ops.switch import switch_layout
 
         self.query_one(SwitchPanel).fits_instead = await self.layouts_that_fit(exclude=layout_name)
-        result = await run_switch(self.host, self.service, layout_name, force=force,
-                                  post=lambda ev: self.post_message(SwitchNews(self.host.name, ev)),
-                                  audit=self.console.audit)
+        try:
+            result = await switch_layout(self.host, self.service, layout_name, force=force, audit=self.console.audit,
+                                         on_event=lambda ev: self.post_message(SwitchNews(self.host.name, ev)))
+        except Exception as exc:  # what the ops layer did not catch shows as a failed card, never a traceback
+            now = time.time()
+            result = SwitchResult(host=self.host.name, service=self.service.name, layout=layout_name, outcome=FAILED,
+                                  reason=str(exc) or type(exc).__name__, started_at=now, verdict_at=now)
         self.post_message(SwitchNews(self.host.name, result))
 
     async def layouts_that_fit(self, *, exclude: str) -> list[str]:

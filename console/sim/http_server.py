@@ -29,7 +29,7 @@ DEFAULT_MAX_TOKENS = 128
 
 def _access_logger_for(log: EngineLog) -> type[AbstractAccessLogger]:
     class UvicornAccessLogger(AbstractAccessLogger):
-        """Writes `INFO:     127.0.0.1:51234 - "GET /v1/models HTTP/1.1" 200 OK` per request."""
+        """Writes `INFO:     127.0.0.1:51234 - "GET /health HTTP/1.1" 200 OK "agent"` per request."""
 
         @property
         def enabled(self) -> bool:  # aiohttp >= 3.9 asks; our lines do not go through logging
@@ -43,8 +43,11 @@ def _access_logger_for(log: EngineLog) -> type[AbstractAccessLogger]:
             except ValueError:
                 phrase = ""
             version = f"{request.version.major}.{request.version.minor}"
+            # uvicorn's line, and the client's User-Agent after it (as a combined log has it), so the
+            # console's own probes can be told by their agent in the simulated journal
+            agent = request.headers.get("User-Agent", "-").replace('"', "'")
             log.uvicorn("INFO", f'{client} - "{request.method} {request.path_qs} HTTP/{version}" '
-                                f"{response.status} {phrase}")
+                                f'{response.status} {phrase} "{agent}"')
 
     return UvicornAccessLogger
 

@@ -54,7 +54,8 @@ def metrics_json(figures: EngineFigures | None, reason: str | None) -> dict[str,
     return {"metrics": figures.to_json() if figures else None, "metrics_error": None if figures else reason}
 
 
-def _ms_or_s(seconds: float | None) -> str:
+def latency_text(seconds: float | None) -> str:
+    """`210 ms`, `1.25 s`, or `-` when there is none."""
     if seconds is None:
         return "-"
     return f"{seconds * 1000:.0f} ms" if seconds < 1 else f"{seconds:.2f} s"
@@ -75,8 +76,8 @@ def figures_line(figures: EngineFigures | None, reason: str | None) -> str:
         f"KV {kv}",
         f"gen {_number(figures.generation_tokens_per_s, ' tok/s', 1)}",
         f"prompt {_number(figures.prompt_tokens_per_s, ' tok/s', 1)}",
-        f"TTFT p50 {_ms_or_s(figures.ttft_p50_s)} p99 {_ms_or_s(figures.ttft_p99_s)}",
-        f"ITL p50 {_ms_or_s(figures.itl_p50_s)} p99 {_ms_or_s(figures.itl_p99_s)}",
+        f"TTFT p50 {latency_text(figures.ttft_p50_s)} p99 {latency_text(figures.ttft_p99_s)}",
+        f"ITL p50 {latency_text(figures.itl_p50_s)} p99 {latency_text(figures.itl_p99_s)}",
     ]
     if figures.preemptions:
         parts.append(f"{figures.preemptions:.0f} preemptions/min")

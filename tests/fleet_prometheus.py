@@ -44,7 +44,8 @@ class SyntheticFleet:
 
     Special hosts (by index): `stale` stops reporting `stale_age_s` before `end`; `lagging` stops
     120 s before `end`; `down` has its engine target failing (up 0, no engine series) for the last
-    10 min; `reset` restarts its engine 30 s before `end` (its token counter drops to 0).
+    10 min; `reset` restarts its engine 30 s before `end` (its token counter drops to 0); `ranks` (SGLang)
+    runs 2 data-parallel replicas of 2 TP ranks each, every rank exporting its replica's figures.
     """
 
     hosts: int
@@ -55,6 +56,7 @@ class SyntheticFleet:
     lagging: int = 2
     down: int = 3
     reset: int = 4
+    ranks: int = 6
     stale_age_s: int = 480
     names: list[str] = field(init=False)
 
@@ -112,7 +114,8 @@ class SyntheticFleet:
     def _engine_lines(self, i: int, name: str, last: float) -> Iterator[str]:
         engine = self.engine(i)
         port = 30000 if engine == "sglang" else 8000
-        labels = f'instance="{name}:{port}",job="{engine}",model_name="Qwen3-235B-A22B-FP8"'
+        base = f'instance="{name}:{port}",job="{engine}",model_name="Qwen3-235B-A22B-FP8"'
+        ranks = [f'{base},dp_rank="{d}",tp_rank="{t}"' for d in (0, 1) for t in (0, 1)] if i == self.ranks else [base]
         engine_last = self.end - 600 if i == self.down else last
         names = {
             "sglang": ("sglang:num_running_reqs", "sglang:num_queue_reqs", "sglang:token_usage",
@@ -120,15 +123,16 @@ class SyntheticFleet:
             "vllm": ("vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc",
                      "vllm:generation_tokens_total"),
         }[engine]
-        for metric, value in zip(names[:3], (self.running(i), self.waiting(i), self.kv(i)), strict=True):
-            yield from (f"{metric}{{{labels}}} {value} {t:.3f}" for t in self._times(engine_last))
-        start = self.end - self.span_s
-        restart = self.end - 30 if i == self.reset else None
-        for t in self._times(engine_last):
-            since = t - restart if restart is not None and t >= restart else t - start
-            yield f"{names[3]}{{{labels}}} {self.tokens_per_s(i) * since:.1f} {t:.3f}"
+        for labels in ranks:
+            for metric, value in zip(names[:3], (self.running(i), self.waiting(i), self.kv(i)), strict=True):
+                yield from (f"{metric}{{{labels}}} {value} {t:.3f}" for t in self._times(engine_last))
+            start = self.end - self.span_s
+            restart = self.end - 30 if i == self.reset else None
+            for t in self._times(engine_last):
+                since = t - restart if restart is not None and t >= restart else t - start
+                yield f"{names[3]}{{{labels}}} {self.tokens_per_s(i) * since:.1f} {t:.3f}"
         for t in self._times(last):
-            yield f"up{{{labels}}} {0 if i == self.down and t > engine_last else 1} {t:.3f}"
+            yield f"up{{{base}}} {0 if i == self.down and t > engine_last else 1} {t:.3f}"
 
 
 def free_port() -> int:

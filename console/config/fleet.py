@@ -9,9 +9,12 @@ from urllib.parse import urlsplit
 from console.config.fields import Table, shown
 from console.config.model import FleetConfig
 
-FLEET_KEYS = ("prometheus", "host_label", "host_regex", "strip_port", "timeout_s", "stale_after_s",
+FLEET_KEYS = ("prometheus", "host_label", "host_regex", "strip_port", "match", "timeout_s", "stale_after_s",
               "rate_window_s", "seen_window_s")
 LABEL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_VALUE = r'"(?:[^"\\\n]|\\.)*"'
+#: Label matchers as in a selector's braces: `cluster="gpu-a", job=~"dcgm|vllm"` (no braces, no names).
+MATCHERS = re.compile(rf"\s*[A-Za-z_][A-Za-z0-9_]*\s*(=~|!~|!=|=)\s*{_VALUE}\s*(,\s*[A-Za-z_][A-Za-z0-9_]*\s*(=~|!~|!=|=)\s*{_VALUE}\s*)*,?\s*")
 
 
 def parse_fleet(table: Table) -> FleetConfig:
@@ -42,6 +45,8 @@ def parse_fleet(table: Table) -> FleetConfig:
                               describe="a Prometheus label name"),
         host_regex=regex,
         strip_port=table.flag("strip_port", defaults.strip_port),
+        match=table.text("match", pattern=MATCHERS,
+                         describe='PromQL label matchers such as \'cluster="gpu-a", job=~"dcgm|vllm"\''),
         timeout_s=table.number("timeout_s", defaults.timeout_s, above=0.0, maximum=300.0),  # type: ignore[arg-type]
         stale_after_s=table.number("stale_after_s", defaults.stale_after_s, above=0.0, maximum=86_400.0),  # type: ignore[arg-type]
         rate_window_s=table.integer("rate_window_s", defaults.rate_window_s, minimum=2, maximum=86_400),  # type: ignore[arg-type]

@@ -173,6 +173,8 @@ class FleetConfig:
     """A regex whose group `host` (or first group) picks the host out of the label; None keeps it whole."""
     strip_port: bool = True
     """Drop a trailing `:PORT` from the label (`gpu-07:9400` -> `gpu-07`) before matching."""
+    match: str | None = None
+    """PromQL label matchers added to every series selector (`cluster="gpu-a"`), for a shared Prometheus."""
     timeout_s: float = 5.0
     stale_after_s: float = 60.0
     """A host whose newest sample is older than this shows as stale, with its age."""

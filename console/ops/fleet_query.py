@@ -27,8 +27,27 @@ KV_USAGE = ("sglang:token_usage", "vllm:kv_cache_usage_perc", "vllm:gpu_cache_us
 GENERATION = ("sglang:generation_tokens_total", "vllm:generation_tokens_total")
 
 
-def _names(names: Iterable[str]) -> str:
-    return '{__name__=~"' + "|".join(names) + '"}'
+#: Labels that tell the ranks of one engine replica apart; the ranks report the same figures, so the
+#: highest is kept per replica (vLLM's `engine`, SGLang's `dp_rank` replicas are then summed).
+RANK_LABELS = ("tp_rank", "pp_rank", "moe_ep_rank", "ep_rank", "attn_tp_rank")
+
+
+class _Selectors:
+    """Series selectors, each with the `[fleet] match` matchers when there are some."""
+
+    def __init__(self, match: str | None) -> None:
+        match = (match or "").strip().rstrip(",").strip()
+        self.extra = f",{match}" if match else ""
+
+    def metric(self, name: str) -> str:
+        return f"{name}{{{self.extra.lstrip(',')}}}" if self.extra else name
+
+    def names(self, names: Iterable[str]) -> str:
+        return '{__name__=~"' + "|".join(names) + '"' + self.extra + "}"
+
+
+def _per_replica(expr: str) -> str:
+    return f"max without ({', '.join(RANK_LABELS)}) ({expr})"
 
 
 def field_exprs(cfg: FleetConfig) -> dict[str, dict[str, str]]:
@@ -37,29 +56,33 @@ def field_exprs(cfg: FleetConfig) -> dict[str, dict[str, str]]:
     The groups are sent as concurrent HTTP calls: Prometheus evaluates one query on one core.
     """
     by = f"by ({cfg.host_label})"
+    sel = _Selectors(cfg.match)
+    used, free, up = sel.metric(DCGM_USED), sel.metric(DCGM_FREE), sel.metric("up")
+    running, waiting = sel.names(RUNNING), sel.names(WAITING)
     # A subquery step below the server's look-back (5 min by default) finds the exact last sample.
     window, step = f"{cfg.seen_window_s}s", f"{min(SEEN_STEP_S, cfg.seen_window_s)}s"
     return {
         "gpus": {
-            "gpus_used_mib": f"sum {by} ({DCGM_USED})",
-            "gpus_total_mib": f"sum {by} ({DCGM_USED} + {DCGM_FREE})",
-            "gpu_count": f"count {by} ({DCGM_USED})",
-            "gpus_busy": f"sum {by} ({DCGM_USED} > bool {BUSY_MIB})",
-            "gpus_ts": f"max {by} (timestamp({DCGM_USED}))",
+            "gpus_used_mib": f"sum {by} ({used})",
+            "gpus_total_mib": f"sum {by} ({used} + {free})",
+            "gpu_count": f"count {by} ({used})",
+            "gpus_busy": f"sum {by} ({used} > bool {BUSY_MIB})",
+            "gpus_ts": f"max {by} (timestamp({used}))",
         },
         "engines": {
-            "up": f"min {by} (up)",
-            "targets": f"count {by} (up)",
-            "targets_up": f"sum {by} (up)",
-            "running_requests": f"sum {by} ({_names(RUNNING)})",
-            "waiting_requests": f"sum {by} ({_names(WAITING)})",
-            "kv_cache_usage": f"max {by} ({_names(KV_USAGE)})",
-            "generation_tokens_per_s": f"sum {by} (rate({_names(GENERATION)}[{cfg.rate_window_s}s]))",
-            "engine_ts": f"max {by} (timestamp({_names(RUNNING)}))",
+            "up": f"min {by} ({up})",
+            "targets": f"count {by} ({up})",
+            "targets_up": f"sum {by} ({up})",
+            "running_requests": f"sum {by} ({_per_replica(running)})",
+            "waiting_requests": f"sum {by} ({_per_replica(waiting)})",
+            "kv_cache_usage": f"max {by} ({sel.names(KV_USAGE)})",
+            "generation_tokens_per_s":
+                f"sum {by} ({_per_replica(f'rate({sel.names(GENERATION)}[{cfg.rate_window_s}s])')})",
+            "engine_ts": f"max {by} (timestamp({running}))",
         },
         "seen": {
-            "gpus_seen": f"max {by} (max_over_time(timestamp({DCGM_USED})[{window}:{step}]))",
-            "engine_seen": f"max {by} (max_over_time(timestamp({_names(RUNNING)})[{window}:{step}]))",
+            "gpus_seen": f"max {by} (max_over_time(timestamp({used})[{window}:{step}]))",
+            "engine_seen": f"max {by} (max_over_time(timestamp({running})[{window}:{step}]))",
         },
     }
 

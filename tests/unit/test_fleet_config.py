@@ -201,3 +201,13 @@ async def test_last_seen_is_asked_once_a_minute_or_when_a_host_stops_reporting()
     later = {r.host: r for r in await fleet.rows()}
     assert server.asked == ["gpus", "engines"] and later["b"].age_s == 40.0  # the cached time, older now
     assert fleet.seen_queries == 2
+
+
+def test_match_goes_into_every_selector_and_bad_matchers_are_refused() -> None:
+    cfg = parse('[fleet]\nprometheus = "http://prom"\nmatch = \'cluster="gpu-a", job=~"dcgm|vllm"\'\n').fleet
+    queries = " ".join(fleet_queries(cfg))
+    assert 'DCGM_FI_DEV_FB_USED{cluster="gpu-a", job=~"dcgm|vllm"}' in queries
+    assert '"sglang:num_running_reqs|vllm:num_requests_running",cluster="gpu-a", job=~"dcgm|vllm"}' in queries
+    for bad in ('cluster=gpu', '"x"} or vector(1) or {a="b"', ""):
+        with pytest.raises(ConfigError, match="hosts.toml:3: fleet.match: .* is not PromQL label matchers"):
+            parse(f"[fleet]\nprometheus = \"http://prom\"\nmatch = '{bad}'\n")

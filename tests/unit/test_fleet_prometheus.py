@@ -58,7 +58,7 @@ async def test_every_host_and_figure_in_one_query(fleet_prometheus) -> None:
     fleet, url = fleet_prometheus
     rows = await _rows(url, fleet.end)
     assert sorted(rows) == fleet.names  # hosts come from the label mapping, ports stripped
-    for i in (0, 5, 6):  # ordinary hosts, SGLang and vLLM
+    for i in (0, 5, 8):  # ordinary hosts, SGLang and vLLM
         row, name = rows[fleet.names[i]], fleet.names[i]
         assert row.source == "prometheus" and row.up is True and not row.stale, name
         assert row.age_s == 0.0
@@ -101,6 +101,22 @@ async def test_lagging_down_and_restarted_hosts(fleet_prometheus) -> None:
     # Samples at -60 -45 -30(reset) -15 0 s: increases 15, (reset), 15, 15 tok/s*s of 60 -> 0.75x.
     reset = rows[fleet.names[fleet.reset]]
     assert reset.generation_tokens_per_s == pytest.approx(0.75 * fleet.tokens_per_s(fleet.reset), rel=0.01)
+
+
+async def test_ranks_of_a_replica_count_once_and_replicas_add_up(fleet_prometheus) -> None:
+    fleet, url = fleet_prometheus
+    i = fleet.ranks  # 2 DP replicas x 2 TP ranks, every rank exporting its replica's figures
+    row = (await _rows(url, fleet.end))[fleet.names[i]]
+    assert (row.running_requests, row.waiting_requests) == (2 * fleet.running(i), 2 * fleet.waiting(i))
+    assert row.generation_tokens_per_s == pytest.approx(2 * fleet.tokens_per_s(i))
+    assert row.kv_cache_usage == pytest.approx(fleet.kv(i))
+
+
+async def test_match_narrows_every_selector(fleet_prometheus) -> None:
+    fleet, url = fleet_prometheus
+    row = (await _rows(url, fleet.end, match='job="dcgm"'))[fleet.names[0]]
+    assert row.gpus_used_mib is not None and (row.targets, row.targets_up) == (1, 1)
+    assert row.running_requests is None and row.engine_age_s is None  # no engine series match
 
 
 async def test_label_mapping_to_configured_hosts(fleet_prometheus) -> None:

@@ -116,6 +116,18 @@ class _Feed:
             reached.set()  # it never came: those subscribers stream alone
 
 
+async def _drain(queue: asyncio.Queue[object]) -> AsyncIterator[ReadEntry]:
+    """A subscriber's entries until its feed ends (or raises what the feed failed with)."""
+    while True:
+        item = await queue.get()
+        if item is _END:
+            return
+        if isinstance(item, Exception):
+            raise item
+        assert isinstance(item, ReadEntry)
+        yield item
+
+
 class JournalHub:
     """The journal streams of one host's units, one per unit, shared by every subscriber.
 
@@ -180,13 +192,8 @@ class JournalHub:
                 queue.put_nowait(read)
             feed.queues.append(queue)
         try:
-            while True:
-                item = await queue.get()
-                if item is _END:
-                    return
-                if isinstance(item, Exception):
-                    raise item
-                yield item  # type: ignore[misc]
+            async for read in _drain(queue):
+                yield read
         finally:
             self._leave(unit, feed, queue)
 
@@ -209,13 +216,8 @@ class JournalHub:
         feed.queues.append(queue)
         self._private += 1
         try:
-            while True:
-                item = await queue.get()
-                if item is _END:
-                    return
-                if isinstance(item, Exception):
-                    raise item
-                yield item  # type: ignore[misc]
+            async for read in _drain(queue):
+                yield read
         finally:
             self._private -= 1
             feed.task.cancel()

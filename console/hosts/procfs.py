@@ -3,16 +3,21 @@
 from __future__ import annotations
 
 
-def proc_start_ticks(pid: int) -> int | None:
-    """The process's start time in clock ticks since boot, which tells a live pid from a reused one."""
+def _stat_fields(pid: int) -> list[str] | None:
+    """The fields of /proc/PID/stat after the command name (fields[0] is the state), or None if gone."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as fh:
             stat = fh.read().decode("ascii", "replace")
     except OSError:
         return None
-    fields = stat.rpartition(")")[2].split()
+    return stat.rpartition(")")[2].split()  # the name may hold spaces and parentheses: split after it
+
+
+def proc_start_ticks(pid: int) -> int | None:
+    """The process's start time in clock ticks since boot, which tells a live pid from a reused one."""
+    fields = _stat_fields(pid)
     try:
-        return int(fields[19])  # field 22 overall; fields[0] is field 3 (the state)
+        return int(fields[19]) if fields else None  # field 22 overall; fields[0] is field 3 (the state)
     except (IndexError, ValueError):
         return None
 
@@ -21,12 +26,7 @@ def pid_alive(pid: int | None, start_ticks: int | None = None) -> bool:
     """True if `pid` runs (not a zombie) and, when given, started at `start_ticks`."""
     if not pid:
         return False
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            stat = fh.read().decode("ascii", "replace")
-    except OSError:
-        return False
-    fields = stat.rpartition(")")[2].split()
+    fields = _stat_fields(pid)
     if not fields or fields[0] in ("Z", "X"):
         return False
     return start_ticks is None or proc_start_ticks(pid) == start_ticks

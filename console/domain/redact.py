@@ -12,22 +12,22 @@ import re
 
 MASK = "***"
 
-# Each pattern keeps the name (group 1) and any opening quote (group 2), and replaces the value.
+# Each pattern keeps the name (group 1) and any opening quote (group 2), and replaces the value. Each runs
+# only when one of its hints is in the lowered line: most lines (`token usage: 0.41`) run none.
 _PATTERNS = (
-    # --api-key VALUE, --api-key=VALUE, --hf-token VALUE
-    re.compile(r"(--(?:api[-_]key|hf[-_]token|token)(?:=|\s+))(['\"]?)[^\s'\"]+"),
-    # api_key='VALUE', "api_key": "VALUE", API_KEY=VALUE, HF_TOKEN=VALUE, HUGGING_FACE_HUB_TOKEN: VALUE
-    re.compile(
-        r"(?i)(\b(?:[a-z0-9_]*api[_-]?key|hf_token|hugging_?face_hub_token|hf_api_token)['\"]?\s*[=:]\s*)"
-        r"(['\"]?)(?!\*\*\*)[^\s'\",)}\]]+"
-    ),
+    # --api-key VALUE, --api-key=VALUE, --hf-token VALUE, --token VALUE
+    (("--api", "--hf", "--token"),
+     re.compile(r"(--(?:api[-_]key|hf[-_]token|token)(?:=|\s+))(['\"]?)[^\s'\"]+")),
+    # api_key='VALUE', "api_key": "VALUE", OPENAI_API_KEY=VALUE, HF_TOKEN=VALUE, HUGGING_FACE_HUB_TOKEN: VALUE
+    (("api_key", "api-key", "apikey", "hf_token", "hub_token", "hf_api_token"),
+     re.compile(r"(?i)((?:api[_-]?key|hf_token|hugging_?face_hub_token|hf_api_token)['\"]?\s*[=:]\s*)"
+                r"(['\"]?)(?!\*\*\*)[^\s'\",)}\]]+")),
     # Authorization: Bearer VALUE (the scheme is hidden too: it says nothing useful without the value)
-    re.compile(r"(?i)(\bauthorization['\"]?\s*[=:]\s*)(['\"]?)(?:(?:bearer|basic|token)\s+)?[^\s'\",)}\]]+"),
+    (("authorization",),
+     re.compile(r"(?i)(authorization['\"]?\s*[=:]\s*)(['\"]?)(?:(?:bearer|basic|token)\s+)?[^\s'\",)}\]]+")),
 )
 # A Hugging Face token wherever it stands: hf_ and at least 20 letters and digits.
 _HF_TOKEN = re.compile(r"\bhf_[A-Za-z0-9]{20,}\b")
-# Cheap test before the regexes: most lines mention none of these.
-_HINTS = ("key", "KEY", "Key", "token", "TOKEN", "Token", "hf_", "uthorization", "UTHORIZATION")
 
 
 def redact(text: str) -> str:
@@ -36,9 +36,9 @@ def redact(text: str) -> str:
     >>> redact("server_args=ServerArgs(api_key='sk-123', port=30000)")
     "server_args=ServerArgs(api_key='***', port=30000)"
     """
-    if not any(hint in text for hint in _HINTS):
-        return text
-    for pattern in _PATTERNS:
-        text = pattern.sub(lambda m: m.group(1) + m.group(2) + MASK, text)
-    return _HF_TOKEN.sub(MASK, text)
+    low = text.lower()
+    for hints, pattern in _PATTERNS:
+        if any(hint in low for hint in hints):
+            text = pattern.sub(lambda m: m.group(1) + m.group(2) + MASK, text)
+    return _HF_TOKEN.sub(MASK, text) if "hf_" in text else text
 

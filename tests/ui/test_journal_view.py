@@ -110,7 +110,9 @@ def test_marker_names_rank_gpu_and_figures() -> None:
 def test_control_characters_are_replaced() -> None:
     from console.ui.widgets.journal_lines import clean_text
 
-    assert clean_text("a\x1b[31mb\tc") == "a\ufffd[31mb c"
+    assert clean_text("a\x1b[31mb\tc") == "a\\x1b[31mb      c"  # the escape shown, the tab expanded
+    assert clean_text("\u009b2J \u202eevil\nnext") == "\\x9b2J \\u202eevil\\nnext"  # C1, bidi, newline
+    assert clean_text("api_key='sk-1' HF_TOKEN=hf_abcdefghijklmnopqrstuvwxyz") == "api_key='***' HF_TOKEN=***"
     assert len(clean_text("x" * 10_000)) < 4100
 
 

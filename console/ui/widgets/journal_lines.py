@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from console.domain.models import Finding, FindingClass
-
-_CONTROL = re.compile("[\u0000-\u0008\u000b-\u001f\u007f]")
+from console.domain.redact import redact
+from console.domain.text import printable
 
 #: Triage class -> component class suffix and the short marker label shown before the line.
 CLASS_STYLE = {
@@ -30,12 +30,15 @@ CLASS_STYLE = {
 
 
 def clean_text(text: str, max_chars: int = 4000) -> str:
-    """Strip control characters and tabs so a line's cells equal what the terminal shows."""
+    """A journal line as the pane shows it: secrets as `***` (`redact`), every control, C1, bidi and
+    line-break character as visible escape text (`printable`, the console's one sanitiser), tabs
+    expanded, so a line's cells equal what the terminal shows and nothing in it is live."""
+    text = redact(text)
     if text.isprintable() and len(text) <= max_chars:
-        return text  # the common case, checked at C speed
+        return text  # the common case, checked at C speed (isprintable is False for all of those)
     if len(text) > max_chars:
         text = text[:max_chars] + f" … [{len(text) - max_chars} more chars]"
-    return _CONTROL.sub("\ufffd", text.expandtabs())
+    return printable(text).expandtabs()
 
 
 def marker_for(finding: Finding) -> str:

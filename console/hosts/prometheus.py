@@ -147,6 +147,9 @@ class PrometheusClient:
                 status = resp.status
         except TimeoutError:
             raise HostError(self.label, f"timed out after {self.timeout_s:g} s") from None
+        except aiohttp.ClientConnectorError as exc:
+            why = getattr(exc.os_error, "strerror", None) or type(exc.os_error).__name__
+            raise HostError(self.label, f"cannot connect ({why})") from None
         except aiohttp.ClientError as exc:
             raise HostError(self.label, str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from None
         if status in (401, 403):

@@ -79,10 +79,16 @@ def figures_line(figures: EngineFigures | None, reason: str | None) -> str:
         f"TTFT p50 {latency_text(figures.ttft_p50_s)} p99 {latency_text(figures.ttft_p99_s)}",
         f"ITL p50 {latency_text(figures.itl_p50_s)} p99 {latency_text(figures.itl_p99_s)}",
     ]
+    return "engine: " + ", ".join(parts + extra_figures(figures))
+
+
+def extra_figures(figures: EngineFigures) -> list[str]:
+    """The figures only some engines export, when present: preemptions, prefix-cache hits, spec decoding."""
+    out = []
     if figures.preemptions:
-        parts.append(f"{figures.preemptions:.0f} preemptions/min")
+        out.append(f"{figures.preemptions:.0f} preemptions/min")
     if figures.prefix_cache_hit_rate is not None:
-        parts.append(f"prefix hits {100 * figures.prefix_cache_hit_rate:.1f}%")
+        out.append(f"prefix hits {100 * figures.prefix_cache_hit_rate:.1f}%")
     if figures.spec_accept_length is not None:
-        parts.append(f"spec accept length {figures.spec_accept_length:.2f}")
-    return "engine: " + ", ".join(parts)
+        out.append(f"spec accept length {figures.spec_accept_length:.2f}")
+    return out

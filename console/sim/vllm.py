@@ -13,11 +13,9 @@ Only stdlib, aiohttp and console.domain are imported: the test hosts run it unde
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import errno
 import json
 import os
-import signal
 import socket
 import sys
 from collections.abc import Sequence
@@ -27,7 +25,7 @@ from console.domain.model_spec import load_model_spec
 from console.domain.models import Engine
 from console.errors import UsageError
 from console.sim import vllm_failures
-from console.sim.clock import SimClock
+from console.sim.engine import SimEngine
 from console.sim.engine_args import EngineArgs
 from console.sim.generation import Generator
 from console.sim.ledger import ProcLedger, ensure_inventory, read_inventory
@@ -54,49 +52,24 @@ def port_taken(host: str, port: int) -> bool:
     return False
 
 
-class SimVllm:
-    """One vLLM run: start-up story, API server, serving, shutdown."""
+class SimVllm(SimEngine):
+    """One vLLM run: the SGLang simulation's run loop (signals, clean stop, ledger), vLLM's story."""
 
     def __init__(self, args: EngineArgs, spec, config: dict, non_default: dict[str, object]) -> None:
-        self.args, self.spec, self.config, self.non_default = args, spec, config, non_default
+        super().__init__(args, spec, config)
+        self.non_default = non_default
         self.log = VllmLog()
-        self.clock = SimClock(args.time_scale)
         self.ledger = ProcLedger(args.ledger_dir, name=PROCESS_NAME)
-        self.http: VllmHttp | None = None
-        self.stop_requested = asyncio.Event()
 
-    async def run(self) -> int:
-        """Run until stopped or failed; returns the exit status."""
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, self.stop_requested.set)
-        story = asyncio.create_task(self.story())
-        stopper = asyncio.create_task(self.stop_requested.wait())
-        try:
-            await asyncio.wait({story, stopper}, return_when=asyncio.FIRST_COMPLETED)
-            if story.done():
-                exc = story.exception()
-                if isinstance(exc, EngineExit):
-                    return exc.code
-                if exc is not None:
-                    raise exc
-                return 0
-            story.cancel()
-            with contextlib.suppress(asyncio.CancelledError, EngineExit):
-                await story
-            if self.http is not None:
-                for message in (
-                    "Shutting down",
-                    "Waiting for application shutdown.",
-                    "Application shutdown complete.",
-                ):
-                    self.log.uvicorn("INFO", message)
-            return 0
-        finally:
-            stopper.cancel()
-            if self.http is not None:
-                await self.http.stop()
-            self.ledger.remove()
+    async def shutdown(self) -> None:
+        """uvicorn's shutdown lines under the API server's prefix, when the server was up."""
+        if self.http is not None:
+            for message in (
+                "Shutting down",
+                "Waiting for application shutdown.",
+                "Application shutdown complete.",
+            ):
+                self.log.uvicorn("INFO", message)
 
     async def story(self) -> None:
         """Start-up, API server, then serve until cancelled; raises EngineExit on a failure."""

@@ -26,6 +26,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pytest
+
 GPU_TOTAL_MIB = 81559  # an H100 80 GB as nvidia-smi and dcgm report it
 INTERVAL_S = 15
 
@@ -203,3 +205,22 @@ def _tail(path: Path) -> str:
     with contextlib.suppress(OSError):
         return " | ".join(path.read_text().strip().splitlines()[-5:])
     return "(no log)"
+
+
+@pytest.fixture(scope="session", name="fleet_prometheus")
+def fleet_prometheus_fixture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[SyntheticFleet, str]]:
+    """(a 12-host synthetic fleet ending 2 s before the session started, the URL of a Prometheus holding it).
+
+    Skips with the reason where the binaries are missing; fails instead under SERVE_CONSOLE_REQUIRE_TESTBED=1.
+    """
+    reason = missing_reason()
+    if reason is not None:
+        if os.environ.get("SERVE_CONSOLE_REQUIRE_TESTBED") == "1":
+            pytest.fail(f"a real Prometheus is required (SERVE_CONSOLE_REQUIRE_TESTBED=1): {reason}")
+        pytest.skip(reason)
+    fleet = SyntheticFleet(hosts=12, end=time.time() - 2)
+    data = tmp_path_factory.mktemp("prometheus") / "data"
+    backfill(fleet, data)
+    with prometheus_server(data) as server:
+        yield fleet, server.url
+

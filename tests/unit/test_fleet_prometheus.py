@@ -1,21 +1,19 @@
 """The fleet through a real Prometheus (Debian's package) holding a backfilled synthetic fleet.
 
-Skipped with a reason where `prometheus`/`promtool` are missing, unless SERVE_CONSOLE_REQUIRE_TESTBED=1
-(CI), where a missing server fails the run.
+The session fixture is `fleet_prometheus` (tests/fleet_prometheus.py): skipped with a reason where
+`prometheus`/`promtool` are missing, unless SERVE_CONSOLE_REQUIRE_TESTBED=1 (CI), where it fails the run.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from fleet_prometheus import GPU_TOTAL_MIB, SyntheticFleet, backfill, missing_reason, prometheus_server
+from fleet_prometheus import GPU_TOTAL_MIB, fleet_prometheus_fixture  # noqa: F401 (the session fixture)
 
 from console.config import FleetConfig, HostConfig, ServiceConfig
 from console.domain.models import Engine
@@ -24,21 +22,6 @@ from console.hosts.prometheus import PrometheusClient
 from console.ops.fleet import PrometheusFleet
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(scope="session")
-def fleet_prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[SyntheticFleet, str]]:
-    """(the synthetic fleet, the URL of a Prometheus holding it) for the whole session."""
-    reason = missing_reason()
-    if reason is not None:
-        if os.environ.get("SERVE_CONSOLE_REQUIRE_TESTBED") == "1":
-            pytest.fail(f"a real Prometheus is required (SERVE_CONSOLE_REQUIRE_TESTBED=1): {reason}")
-        pytest.skip(reason)
-    fleet = SyntheticFleet(hosts=12, end=time.time() - 2)
-    data = tmp_path_factory.mktemp("prometheus") / "data"
-    backfill(fleet, data)
-    with prometheus_server(data) as server:
-        yield fleet, server.url
 
 
 def _host(name: str, address: str | None = None) -> HostConfig:

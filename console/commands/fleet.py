@@ -65,7 +65,7 @@ def _num(value: object, spec: str = "") -> str:
 
 def _human(row) -> str:
     """`gpu-07  prometheus  up  4s  612/640 GiB 8/8 busy  run 12 wait 3  KV 81%  1,930 tok/s`."""
-    up = {True: "up", False: "DOWN", None: "?"}[row.up]
+    up = {True: "up", False: "DOWN", None: "-"}[row.up]
     age = "never seen" if row.age_s is None else f"{row.age_s:.0f}s"
     if row.stale:
         age = f"STALE {age}"

@@ -117,7 +117,17 @@ class SimVllm(SimEngine):
         log.uvicorn("INFO", f"Started server process [{os.getpid()}]")
         log.uvicorn("INFO", "Waiting for application startup.")
         log.uvicorn("INFO", "Application startup complete.")
+        if args.fail == "engine_dead":
+            await self.engine_dies(startup, http)
         await self.log_stats(metrics, report.max_total_num_tokens)
+
+    async def engine_dies(self, startup: VllmStartup, http: VllmHttp) -> None:
+        """The engine core dies a few seconds after start-up: /health answers 503, then the server exits."""
+        await startup.at(startup.t + 3.0)
+        vllm_failures.engine_core_died(self.log, startup.cores[0])
+        http.engine_alive = False
+        await startup.at(startup.t + 2.0)
+        raise EngineExit(1)
 
     async def log_stats(self, metrics: Metrics, kv_tokens: int) -> None:
         """vLLM's periodic stats line, while requests run or just after (it stays quiet when idle)."""

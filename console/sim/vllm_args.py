@@ -24,7 +24,7 @@ from console.sim.engine_args import (
 )
 
 VLLM_DEFAULT_PORT = 8000
-VLLM_FAILURES = ("port", "kv")
+VLLM_FAILURES = ("port", "kv", "engine_dead")
 VLLM_VERSION = "0.11.0"
 
 # vLLM flags accepted for fidelity that change nothing in the simulation.

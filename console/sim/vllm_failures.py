@@ -244,6 +244,32 @@ def api_server_exit(log: VllmLog) -> None:
     log.raw(log.api, ENGINE_INIT_FAILED)
 
 
+def engine_core_died(log: VllmLog, core: Proc) -> None:
+    """The engine core dies while serving: its fatal error, then the API server's EngineDeadError."""
+    log.line(core, "ERROR", "core.py:717", "EngineCore encountered a fatal error.")
+    _logged(
+        log,
+        core,
+        "core.py:717",
+        [
+            "Traceback (most recent call last):",
+            *_frames(
+                [
+                    (f"{_VLLM}/v1/engine/core.py", 708, "run_engine_core", "engine_core.run_busy_loop()"),
+                    (f"{_VLLM}/v1/engine/core.py", 735, "run_busy_loop", "self._process_engine_step()"),
+                ]
+            ),
+            "RuntimeError: CUDA error: an illegal memory access was encountered",
+        ],
+    )
+    log.line(log.api, "ERROR", "async_llm.py:480", "AsyncLLM output_handler failed.")
+    log.raw(
+        log.api,
+        "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. See stack "
+        "trace (above) for the root cause.",
+    )
+
+
 def port_in_use(log: VllmLog, host: str, port: int) -> None:
     """vLLM binds its socket before starting the engine: a taken port ends it at once."""
     log.raw(log.api, "Traceback (most recent call last):")

@@ -238,3 +238,41 @@ async def test_the_vllm_story_tp4_serves_tp2_forced_ooms_and_rolls_back(sim_host
     assert (
         result.rollback is not None and result.rollback.layout == "TP4" and result.rollback.outcome == "ready"
     )
+
+
+def test_health_is_200_while_the_engine_lives_and_503_once_it_died(tmp_path: Path) -> None:
+    import time
+    import urllib.error
+    import urllib.request
+
+    port = free_port()
+    argv = [sys.executable, "-m", "console.sim.vllm", "serve", str(QWEN), "-tp", "4", "--host", "127.0.0.1",
+            "--port", str(port), "--gpu-count", "4", "--ledger-dir", str(tmp_path / "ledger"),
+            "--fail", "engine_dead"]  # fmt: skip
+    env = dict(os.environ, SERVE_CONSOLE_SIM_TIME_SCALE="0.05", PYTHONUNBUFFERED="1")
+    proc = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO, env=env
+    )
+    seen: list[int | None] = []
+    try:
+        deadline = time.monotonic() + 30
+        while proc.poll() is None and time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1) as resp:
+                    status: int | None = resp.status
+            except urllib.error.HTTPError as exc:
+                status = exc.code
+            except (urllib.error.URLError, ConnectionError):
+                status = None  # not served before the engine has started, nor after the exit
+            if not seen or seen[-1] != status:
+                seen.append(status)
+            time.sleep(0.02)
+        out, _ = proc.communicate(timeout=10)
+    finally:
+        proc.kill()
+    assert proc.returncode == 1
+    answered = [s for s in seen if s is not None]
+    assert answered == [200, 503], seen
+    lines = out.splitlines()
+    assert findings(lines, FindingClass.ILLEGAL_MEMORY_ACCESS)
+    assert any("EngineDeadError: EngineCore encountered an issue." in x for x in lines)

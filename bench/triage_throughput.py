@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from console.domain import oom, signatures
+from console.domain import oom, signature_table, signatures, signatures_env, signatures_host
 from console.domain.models import Engine
 from console.domain.phases import PhaseTracker
 from console.domain.triage import Triager, classify_line
@@ -83,10 +83,13 @@ def realistic_mix(n: int, seed: int = 7) -> list[str]:
 
 def naive_classifier() -> Callable[[str], object]:
     """Every signature as a regex, plus every figure regex, all searched on every line."""
-    patterns = [re.compile("|".join(re.escape(n) for n in sig.needles)) for sig in signatures.SIGNATURES]
-    patterns.append(re.compile(re.escape(signatures.HARMLESS[0])))
+    patterns = [
+        re.compile("|".join(re.escape(n) for n in (*sig.needles, *sig.exception_needles)))
+        for sig in signature_table.SIGNATURES
+    ]
+    patterns.append(re.compile(re.escape(signature_table.HARMLESS[0])))
     figure_patterns = [
-        value for module in (signatures, oom) for name, value in vars(module).items()
+        value for module in (signatures, signatures_env, signatures_host, oom) for name, value in vars(module).items()
         if name.startswith("_") and isinstance(value, re.Pattern)
     ]
     everything = patterns + figure_patterns

@@ -193,7 +193,12 @@ def looks_incomplete(pending: Pending) -> bool:
     finding = pending.finding
     if finding is None or finding.cls.value in ("traceback", "engine_error"):
         return True
+    return oom_cut(finding, pending.text)
+
+
+def oom_cut(finding: Finding, text: str) -> bool:
+    """An OOM message whose figures a wrapped line cut off (PyTorch names the capacity after the size)."""
     oom = finding.oom
-    return oom is not None and oom.tried_bytes is not None and oom.total_bytes is None and (
-        "is free" not in pending.text and "free;" not in pending.text
+    return oom is not None and oom.total_bytes is None and "Tried to allocate" in text and (
+        "is free" not in text and "free;" not in text
     )

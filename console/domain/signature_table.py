@@ -58,7 +58,7 @@ SIGNATURES: tuple[Signature, ...] = (
         "CUDA driver version is insufficient", "driver on your system is too old", "cudaErrorInsufficientDriver",
         "unsupported display driver / cuda driver combination", "forward compatibility was attempted",
     )),
-    Signature(C.GPU_XID, ("NVRM: Xid", "NVRM: GPU", "uncorrectable ECC error", "ECC error"), host.gpu_xid,
+    Signature(C.GPU_XID, ("NVRM: Xid", "NVRM: GPU", "ECC error"), host.gpu_xid,
               ("fallen off the bus", "cudaErrorECCUncorrectable")),
     Signature(C.HF_ACCESS, ("HFValidationError", "GatedRepoError", "RepositoryNotFoundError",
                             "LocalEntryNotFoundError", "401 Client Error", "403 Client Error"), env.hf_access, (
@@ -88,7 +88,8 @@ SIGNATURES: tuple[Signature, ...] = (
               ("unhandled cuda error", "unhandled system error")),
     Signature(C.PORT_IN_USE, ("[Errno 98]", "rror: Address already in use"), known.port_in_use,
               ("ddress already in use",)),
-    Signature(C.SEGFAULT, ("Segmentation fault", "segfault at", "SIGSEGV"), host.segfault),
+    Signature(C.SEGFAULT, ("error: Segmentation fault", "Segmentation fault (core dumped)", "segfault at", "SIGSEGV"),
+              host.segfault),
     Signature(C.HOST_OOM, ("killed by the OOM killer", "Out of memory: Killed process", "Killed",
                            "exit code 137", "MemoryError", "std::bad_alloc", "[Errno 12]"), host.host_oom,
               ("Cannot allocate memory",)),
@@ -107,8 +108,8 @@ SIGNATURES: tuple[Signature, ...] = (
 #: "xception" for the exception needles: the cheap first test of every line, a few substring scans.
 GATES: tuple[str, ...] = (
     "rror", "xception", "emory", "ailed", "nccl", "atchdog", "Errno", "SIG", "illed", "apability", "profiled",
-    "Main process", "Start request", "sigquit", "terminate", "what():", "dumped", "exit code", "NVRM", "ECC",
-    "egfault", "Segmentation", "bad_alloc",
+    "Main process", "Start request", "sigquit", "terminate", "what():", "dumped", "exit code", "NVRM",
+    "egfault", "bad_alloc",
 )
 #: Every needle of every signature.
 ALL_NEEDLES: tuple[str, ...] = tuple(dict.fromkeys(n for sig in SIGNATURES for n in sig.needles))

@@ -33,6 +33,7 @@ from console.domain.normalise import (
     is_frame,
     is_systemd_line,
     looks_incomplete,
+    oom_cut,
     opening_context,
 )
 from console.domain.rank import LineHeader, parse_rank, split_header
@@ -162,10 +163,10 @@ class Triager:
         self._count += 1
         prev, self._prev = self._prev, line
         ordinary = not _may_match(line)
-        if self._blocks or self._tails or self._pending is not None:
+        if self._count & 15 == 0 and (self._blocks or self._tails):
             self._expire()
-        elif ordinary:
-            return []  # the common case: no open traceback, no gate
+        if ordinary and self._pending is None:
+            return []  # the common case: no gate, and no message that this line may continue
         line = line.rstrip("\r\n")
         header = split_header(line, deep=True)
         out: list[Finding] = []
@@ -182,7 +183,7 @@ class Triager:
             return out
         block = self._blocks.get(header.stream)
         if block is None and payload.startswith('  File "'):
-            block = self._open_block(header, "")  # an excerpt that starts inside a traceback
+            block = self._open_block(header, None)  # an excerpt that starts inside a traceback
         if block is not None:
             done, found = self._continue_block(block, line, header, ts)
             if done:
@@ -195,14 +196,18 @@ class Triager:
 
     # -- tracebacks ---------------------------------------------------------------------------------
 
-    def _open_block(self, header: LineHeader, prev: str) -> Block:
+    def _open_block(self, header: LineHeader, prev: str | None) -> Block:
+        """Open a traceback at its marker, or (prev None) at a frame: an excerpt that starts inside one,
+        whose opening is not known."""
         self._tails.pop(header.stream, None)
         if len(self._blocks) >= _MAX_OPEN_BLOCKS:
             self._blocks.pop(next(iter(self._blocks)))
-        before = header.payload.split(TRACEBACK_MARKER, 1)[0]
-        prev_header = split_header(prev.rstrip("\r\n"), deep=True) if prev else None
-        fatal, headline = opening_context(header, before, prev_header)
-        block = Block(header.rank, self._count, header.level, fatal, headline)
+        fatal, headline = None, None
+        if prev is not None:
+            before = header.payload.split(TRACEBACK_MARKER, 1)[0]
+            prev_header = split_header(prev.rstrip("\r\n"), deep=True) if prev else None
+            fatal, headline = opening_context(header, before, prev_header)
+        block = Block(header.rank, self._count, header.level, fatal, headline, handled=fatal is False)
         self._blocks[header.stream] = block
         return block
 
@@ -301,7 +306,7 @@ class Triager:
             return []
         if tail is not None and finding.cls == tail[0] and not is_systemd_line(payload):
             return []  # the same error's message, continued (NCCL's `ncclUnhandledCudaError: ...`)
-        if looks_incomplete_line(finding) or payload.startswith("terminate called"):
+        if oom_cut(finding, payload) or payload.startswith("terminate called"):
             return self._start_pending(line, header, rank, ts, None, payload)
         return self._report(finding)
 
@@ -353,14 +358,6 @@ class Triager:
         if self._pending is not None:
             self._flush()
         return decisive(self._history)
-
-
-def looks_incomplete_line(finding: Finding) -> bool:
-    """An OOM whose figures a wrapped line cut off: wait for the rest of the message."""
-    oom = finding.oom
-    return oom is not None and oom.tried_bytes is not None and oom.total_bytes is None and (
-        "is free" not in finding.line and "free;" not in finding.line
-    )
 
 
 def triage_lines(lines: Iterable[str], engine: Engine | None = None) -> list[Finding]:

@@ -72,3 +72,21 @@ async def test_a_service_without_an_http_probe_is_not_polled() -> None:
     app = PaneApp(None)
     async with app.run_test(size=(120, 10)):
         assert text(app) == "engine metrics: no HTTP endpoint to read /metrics from"
+
+
+async def test_missing_series_read_na_and_a_first_scrape_has_no_rate_yet() -> None:
+    excerpt = SAMPLE.parent / "vllm_0.10_glm45_cache_excerpt.prom"
+
+    class OneDump:
+        now = [T0]
+
+        async def scrape(self):
+            return parse_metrics(excerpt.read_text(), T0)
+
+    app = PaneApp(OneDump())
+    async with app.run_test(size=(120, 10)) as pilot:
+        assert await settle(pilot, lambda: app.query_one(EnginePane).figures is not None)
+        shown = text(app)
+        assert " n/a run  n/a wait" in shown  # this vLLM dump has no request gauges: not 0
+        assert "   0.0% " in shown and "n/a" in shown.split("gen", 1)[1].split("prompt")[0]
+        assert app.query_one(EnginePane).border_title == "engine · vllm"

@@ -35,8 +35,11 @@ def count_text(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.0f}"
 
 
-def rate_text(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.1f} tok/s"
+def rate_text(value: float | None, exported: bool = True) -> str:
+    """A rate; `-` until two scrapes give one, `n/a` when the engine does not export the counter."""
+    if value is None:
+        return "-" if exported else "n/a"
+    return f"{value:.1f} tok/s"
 
 
 class EnginePane(NotifiesWorkerErrors, Widget, can_focus=False):
@@ -144,11 +147,12 @@ class EnginePane(NotifiesWorkerErrors, Widget, can_focus=False):
             out.append(sparkline(self.history.series("kv_cache_usage", spark_w), spark_w), style=style(level))
         # Row 2: token rates and their sparklines.
         out.append("\ngen  ", style=label)
-        out.append(f"{rate_text(f.generation_tokens_per_s):>14} ")
+        last = self.history.scrapes[-1]
+        out.append(f"{rate_text(f.generation_tokens_per_s, last.generation_tokens_total is not None):>14} ")
         gen = scaled(self.history.series("generation_tokens_total", spark_w))
         out.append(sparkline(gen, spark_w), style=style("engine--ok"))
         out.append("   prompt ", style=label)
-        out.append(f"{rate_text(f.prompt_tokens_per_s):>14} ")
+        out.append(f"{rate_text(f.prompt_tokens_per_s, last.prompt_tokens_total is not None):>14} ")
         out.append(
             sparkline(scaled(self.history.series("prompt_tokens_total", spark_w)), spark_w),
             style=style("engine--ok"),

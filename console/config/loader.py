@@ -22,6 +22,8 @@ from console.config.services import DISPLAY_TEXT, parse_service
 from console.errors import ConfigError
 
 CONFIG_NAME = "hosts.toml"
+#: A hosts.toml is kilobytes; a larger file is refused before it is parsed.
+CONFIG_MAX_BYTES = 4 << 20
 TOP_KEYS = ("console", "hosts", "fleet")
 CONSOLE_KEYS = ("theme", "line_cap", "history_s", "refresh_s", "readonly", "keys")
 SSH_KEYS = ("address", "user", "port", "identity", "known_hosts", "ssh_config", "trust_on_first_use",
@@ -75,9 +77,12 @@ def load_config(path: str | Path | None = None) -> ConsoleConfig:
     file = find_config(path)
     label = str(file)
     try:
-        data = file.read_bytes()
+        with open(file, "rb") as fh:  # bounded: --config /dev/zero must not fill memory
+            data = fh.read(CONFIG_MAX_BYTES + 1)
     except OSError as exc:
         raise ConfigError(label, None, f"cannot read: {exc.strerror or type(exc).__name__}") from None
+    if len(data) > CONFIG_MAX_BYTES:
+        raise ConfigError(label, None, f"larger than {CONFIG_MAX_BYTES >> 20} MiB: not a hosts.toml")
     return parse_config(data, label, base_dir=file.resolve().parent, resolved=file.resolve())
 
 

@@ -58,3 +58,9 @@ def test_a_closed_stdout_is_not_a_host_error(sim_env):  # noqa: F811 - `status |
     proc.stdout.close()  # as `head -0` does before status writes its first line
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 0 and err == b"", err.decode()
+
+
+def test_a_config_file_that_never_ends_is_one_line(tmp_path):
+    run = subprocess.run([sys.executable, "-m", "console", "--config", "/dev/zero", "status"], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=30)  # fmt: skip
+    assert run.returncode == 2 and run.stderr.strip() == "serve-console: /dev/zero: larger than 4 MiB: not a hosts.toml"

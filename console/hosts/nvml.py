@@ -13,13 +13,15 @@ from types import ModuleType
 from typing import Any
 
 from console.domain.models import GpuProcess, GpuSample, GpuSnapshot
+from console.domain.text import printable
 from console.hosts.base import SampledGpuSource
 
 _NO_DRIVER = ("LibraryNotFound", "DriverNotLoaded")
 
 
 def _text(value: Any) -> str:
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+    """A driver string as shown: decoded, and printable like all host text."""
+    return printable(value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value))
 
 
 def _describe_nvml_error(exc: BaseException) -> str:

@@ -276,3 +276,21 @@ def test_health_is_200_while_the_engine_lives_and_503_once_it_died(tmp_path: Pat
     lines = out.splitlines()
     assert findings(lines, FindingClass.ILLEGAL_MEMORY_ACCESS)
     assert any("EngineDeadError: EngineCore encountered an issue." in x for x in lines)
+
+
+def test_a_vllm_services_unit_runs_vllm_serve_with_its_flags(tmp_path: Path) -> None:
+    import dataclasses
+
+    from console.sim.host.units import engine_command, find_unit, layout_args_for
+
+    cfg = qwen_host(8000)
+    service = dataclasses.replace(cfg.services[0], url="http://127.0.0.1", mem_fraction=0.85)
+    cfg = dataclasses.replace(cfg, services=(service,))
+    spec = find_unit(cfg, "vllm-qwen3@tp4ep.service")
+    assert spec is not None
+    argv = engine_command(cfg, spec, layout_args_for(spec), tmp_path)
+    assert argv[1:5] == ["-m", "console.sim.vllm", "serve", str(QWEN)]
+    assert argv[5:8] == ["--tensor-parallel-size", "4", "--enable-expert-parallel"]
+    assert argv[argv.index("--gpu-memory-utilization") + 1] == "0.85"
+    assert argv[argv.index("--port") + 1] == "8000"  # vLLM's default port when the URL names none
+    assert argv[argv.index("--gpu-total-mib") + 1] == str(H100_MIB)

@@ -80,5 +80,8 @@ class EngineMetricsReader:
 
 
 def metrics_reader(probe: object, engine: Engine) -> EngineMetricsReader | None:
-    """The reader for a service's probe, or None when the probe is not an HTTP one (a test's fake)."""
-    return EngineMetricsReader(probe, engine) if isinstance(probe, HttpHealthProbe) else None
+    """The reader for a service's probe: over HTTP for an HttpHealthProbe; a probe of another kind
+    (a recorded or fixed host) may bring its own as `metrics_reader`; else None."""
+    if isinstance(probe, HttpHealthProbe):
+        return EngineMetricsReader(probe, engine)
+    return getattr(probe, "metrics_reader", None)

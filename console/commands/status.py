@@ -41,10 +41,13 @@ async def _status(host_cfgs, as_json: bool) -> int:
             host = open_host(host_cfg)
             try:
                 snapshot = await host.gpus.sample()
-                for service in host_cfg.services:
-                    st = await service_status(host, service, audit=audit, snapshot=snapshot)
-                    # the engine's own numbers: two /metrics readings a second apart, while a unit runs
-                    figures, why = await engine_figures(host, service, running=st.active_unit is not None)
+                statuses = [await service_status(host, service, audit=audit, snapshot=snapshot)
+                            for service in host_cfg.services]
+                # the engines' own numbers: two /metrics readings a second apart, every running one at once
+                engines = await asyncio.gather(*(
+                    engine_figures(host, service, running=st.active_unit is not None)
+                    for service, st in zip(host_cfg.services, statuses, strict=True)))
+                for st, (figures, why) in zip(statuses, engines, strict=True):
                     failed = failed or st.error is not None
                     if as_json:
                         print_json({**st.to_json(), **metrics_json(figures, why)})

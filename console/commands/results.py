@@ -85,6 +85,8 @@ def run(args: argparse.Namespace) -> int:
         writer.writerow(["host", "service", "layout", "best", "gpus", "c1_tokens_per_s_per_user",
                          "concurrency", "aggregate_tokens_per_s", "median_ttft_ms", "p99_ttft_ms",
                          "mean_tpot_ms", "headroom_gib", "outcome", "when"])
+    if args.service is None and any(res.rows for res in reports):
+        reports = [res for res in reports if res.rows]  # services never probed say nothing
     for res in reports:
         if args.json:
             print_json(res.to_json())

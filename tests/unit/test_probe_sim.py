@@ -76,3 +76,17 @@ async def test_a_chat_probe_at_concurrency_8_follows_the_engines_model(sim_hosts
     s = level.summary
     assert s.completed == 8 and s.tokens_from == "usage" and s.total_output_tokens == 240
     assert s.per_user_tokens_per_s == pytest.approx(per_request_rate(EP8[1], 8), rel=0.05)
+
+
+async def test_an_engine_that_dies_mid_probe_fails_its_requests_without_an_exception(sim_hosts):
+    host = sim_hosts(layout_specs=(EP8,))
+    assert (await switch_layout(host, None, "EP8", timeout_s=60)).outcome == "ready"
+    service = host.config.services[0]
+    options = ProbeOptions(concurrency=(4,), num_prompts=8, input_len=16, output_len=200, warmup=0)
+    probing = asyncio.create_task(probe_service(host, service, options))
+    await asyncio.sleep(1.0)
+    await host.services.stop(service.unit_for(service.layout("EP8")))
+    (level,) = await probing
+    s = level.summary
+    assert s.failed == 8 and s.completed == 0 and s.errors  # cut streams and refused connections
+    assert level.to_json()["mean_ttft_ms"] is None

@@ -21,7 +21,7 @@ import sys
 from collections.abc import Sequence
 
 from console.domain.layout import check_layout
-from console.domain.model_spec import load_model_spec
+from console.domain.model_spec import ModelSpec, load_model_spec
 from console.domain.models import Engine
 from console.errors import UsageError
 from console.sim import vllm_failures
@@ -55,7 +55,9 @@ def port_taken(host: str, port: int) -> bool:
 class SimVllm(SimEngine):
     """One vLLM run: the SGLang simulation's run loop (signals, clean stop, ledger), vLLM's story."""
 
-    def __init__(self, args: EngineArgs, spec, config: dict, non_default: dict[str, object]) -> None:
+    def __init__(
+        self, args: EngineArgs, spec: ModelSpec, config: dict, non_default: dict[str, object]
+    ) -> None:
         super().__init__(args, spec, config)
         self.non_default = non_default
         self.log = VllmLog()

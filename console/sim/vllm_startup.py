@@ -11,12 +11,16 @@ API server and engine core ~12 s, model build ~2 s, weights ~9 s, compile and pr
 from __future__ import annotations
 
 from console.domain.engine_memory import kv_bytes_per_token, vllm_activation_bytes
+from console.domain.model_spec import ModelSpec
 from console.domain.models import Engine
 from console.domain.sharding import placement
 from console.domain.units import GIB
 from console.domain.weights import rank_load_plan
 from console.sim import vllm_failures as fail
+from console.sim.clock import SimClock
+from console.sim.engine_args import EngineArgs
 from console.sim.failures import cuda_oom_message
+from console.sim.ledger import ProcLedger
 from console.sim.loading import (
     OomEvent,
     RankLoader,
@@ -42,7 +46,14 @@ class VllmStartup(Startup):
     """Runs vLLM's start-up up to (not including) the API server's HTTP routes."""
 
     def __init__(
-        self, args, spec, config, log: VllmLog, ledger, clock, non_default: dict[str, object]
+        self,
+        args: EngineArgs,
+        spec: ModelSpec,
+        config: dict,
+        log: VllmLog,
+        ledger: ProcLedger,
+        clock: SimClock,
+        non_default: dict[str, object],
     ) -> None:
         super().__init__(args, spec, config, log, ledger, clock)
         self.vlog = log

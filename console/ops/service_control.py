@@ -73,6 +73,8 @@ async def restart_service(
             emit(StepEvent(layout=name, elapsed_s=time.monotonic() - t0, step="restart",
                            detail=f"restarting {unit}", unit=unit))  # fmt: skip
             await host.services.restart(unit)
+            emit(StepEvent(layout=name, elapsed_s=time.monotonic() - t0, step="watch",
+                           detail="watching journal, unit state and health", unit=unit))  # fmt: skip
             watch = StartWatch(host, service, unit, layout=name, emit=emit, started_mono=t0,
                                state_poll_s=state_poll_s, health_poll_s=health_poll_s)  # fmt: skip
             verdict = await watch.run(after_cursor=cursor, timeout_s=timeout_s)

@@ -38,7 +38,7 @@ SIGNATURES: tuple[Signature, ...] = (
     Signature(C.CUDA_GRAPH, ("Capture cuda graph failed", "CUDA graph capture failed"), known.cuda_graph,
               ("operation not permitted when stream is capturing", "cudaErrorStreamCapture",
                "a previous error during capture")),
-    Signature(C.CUDA_OOM, OOM_MARKERS, known.cuda_oom),
+    Signature(C.CUDA_OOM, OOM_MARKERS, known.cuda_oom, ("CUBLAS_STATUS_ALLOC_FAILED",)),
     Signature(C.KV_CACHE_TOO_SMALL, ("is larger than the profiled value",), known.kv_cache, (
         "Not enough memory. Please try to increase --mem-fraction-static",
         "leave no GPU memory for the KV cache",
@@ -63,7 +63,7 @@ SIGNATURES: tuple[Signature, ...] = (
     Signature(C.HF_ACCESS, ("HFValidationError", "GatedRepoError", "RepositoryNotFoundError",
                             "LocalEntryNotFoundError", "401 Client Error", "403 Client Error"), env.hf_access, (
         "Repo id must", "Repository Not Found", "gated repo", "is not a valid model identifier",
-        "Invalid user token", "Access to model",
+        "Invalid user token", "Access to model", "couldn't connect to 'https://huggingface.co'",
     )),
     Signature(C.UNSUPPORTED_ARCHITECTURE, (), env.unsupported_architecture, (
         "are not supported for now", "is not supported for now", "failed to be inspected",
@@ -74,25 +74,27 @@ SIGNATURES: tuple[Signature, ...] = (
     Signature(C.WEIGHT_LOAD_ERROR, ("SafetensorError", "Error while deserializing header", "FileNotFoundError",
                                     "Error(s) in loading state_dict"), known.weight_load, (
         "size mismatch for", "Attempted to load weight", "Cannot find any model weights",
-        "is not divisible by weight quantization block",
+        "is not divisible by weight quantization block", "There is no module or parameter named",
     )),
     Signature(C.COMPILE_ERROR, ("CompilationError", "InductorError", "BackendCompilerFailed",
                                 "LoweringException", "PassManager::run failed"), env.compile_error,
               ("OutOfResources", "out of resource")),
     Signature(C.SHM_EXHAUSTED, ("Bus error", "bus error", "SIGBUS"), host.shm_exhausted,
               ("/dev/shm", "shared memory")),
-    Signature(C.DISK_FULL, ("[Errno 28]",), host.disk_full, ("No space left on device", "Disk quota exceeded")),
-    Signature(C.NCCL_TIMEOUT, ("Watchdog caught collective operation timeout",), known.nccl_timeout),
+    Signature(C.DISK_FULL, (), host.disk_full, ("[Errno 28]", "No space left on device", "Disk quota exceeded")),
+    Signature(C.NCCL_TIMEOUT, ("Watchdog caught collective operation timeout", "watchdog got stuck"),
+              known.nccl_timeout, ("collective operation timeout",)),
     Signature(C.NCCL, ("NCCL error", "ncclUnhandledCudaError", "ncclSystemError", "ncclInternalError",
                        "ncclRemoteError", "ncclInvalidUsage", "ncclInvalidArgument"), known.nccl,
-              ("unhandled cuda error", "unhandled system error")),
-    Signature(C.PORT_IN_USE, ("[Errno 98]", "rror: Address already in use"), known.port_in_use,
-              ("ddress already in use",)),
-    Signature(C.SEGFAULT, ("error: Segmentation fault", "Segmentation fault (core dumped)", "segfault at", "SIGSEGV"),
+              ("unhandled cuda error", "unhandled system error", "NCCL communicator was aborted")),
+    Signature(C.PORT_IN_USE, ("rror: Address already in use",), known.port_in_use,
+              ("[Errno 98]", "ddress already in use")),
+    Signature(C.SEGFAULT, ("error: Segmentation fault", "Segmentation fault (core dumped)", "segfault at", "SIGSEGV",
+                           "Segfault encountered"),
               host.segfault),
     Signature(C.HOST_OOM, ("killed by the OOM killer", "Out of memory: Killed process", "Killed",
-                           "exit code 137", "MemoryError", "std::bad_alloc", "[Errno 12]"), host.host_oom,
-              ("Cannot allocate memory",)),
+                           "exit code 137", "MemoryError", "what():  std::bad_alloc"), host.host_oom,
+              ("Cannot allocate memory", "[Errno 12]")),
     Signature(C.ENGINE_INIT, ("Initialization failed. warmup error", "Initialization failed. Please see",
                               "EngineCore failed to start", "Engine process failed to start",
                               "Received sigquit from a child process"), known.engine_init,
@@ -107,9 +109,9 @@ SIGNATURES: tuple[Signature, ...] = (
 #: Short substrings such that every needle contains one (a unit test checks it), and "rror" and
 #: "xception" for the exception needles: the cheap first test of every line, a few substring scans.
 GATES: tuple[str, ...] = (
-    "rror", "xception", "emory", "ailed", "nccl", "atchdog", "Errno", "SIG", "illed", "apability", "profiled",
+    "rror", "xception", "emory", "ailed", "nccl", "atchdog", "SIG", "illed", "apability", "profiled",
     "Main process", "Start request", "sigquit", "terminate", "what():", "dumped", "exit code", "NVRM",
-    "egfault", "bad_alloc",
+    "egfault",
 )
 #: Every needle of every signature.
 ALL_NEEDLES: tuple[str, ...] = tuple(dict.fromkeys(n for sig in SIGNATURES for n in sig.needles))

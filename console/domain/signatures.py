@@ -90,8 +90,12 @@ def cuda_graph(text: str, rank: str | None) -> Reading:
 
 
 def cuda_oom(text: str, rank: str | None) -> Reading | None:
-    """A CUDA OOM with its figures (none in `CUDA error: out of memory`)."""
+    """A CUDA OOM with its figures (none in `CUDA error: out of memory`, nor from cuBLAS)."""
     figures = parse_oom(text)
+    if figures is None and "CUBLAS_STATUS_ALLOC_FAILED" in text:
+        figures = OomFigures(None, None, None, None, None)
+        return Reading(f"CUDA OOM{f' ({rank})' if rank else ''}: cuBLAS could not allocate its workspace", True,
+                       figures)
     return Reading(oom_summary(figures, rank), True, figures) if figures is not None else None
 
 
@@ -182,6 +186,8 @@ def nccl(text: str, rank: str | None) -> Reading:
 
 def nccl_timeout(text: str, rank: str | None) -> Reading:
     """c10d's watchdog gave up on a collective that never completed."""
+    if "watchdog got stuck" in text:
+        return Reading(f"NCCL watchdog stuck: collectives made no progress: {clip(text, 100)}")
     m = _WATCHDOG.search(text)
     if m:
         ran = f" ran {m['ran']} ms" if m["ran"] else ""

@@ -164,11 +164,27 @@ async def test_random_operations_keep_storage_consistent() -> None:
             stored = [line.seq for line in view.lines]
             assert len(stored) == min(sent, 700) and stored == list(range(sent - len(stored), sent))
             assert view.dropped == sent - len(stored)
-            assert view._findings == [s for s in stored if s % 100 == 7]
+            assert view.store.findings == [s for s in stored if s % 100 == 7]
             if view.line_filter is None:
                 assert view.row_count == view.line_count
             else:
-                assert view._rows == [line.seq for line in view.lines if view.line_filter.matches(line)]
+                assert view.store.rows == [line.seq for line in view.lines if view.line_filter.matches(line)]
             if view.cursor_seq is not None:
                 assert view.cursor_seq >= stored[0]
         await pilot.pause()
+
+
+async def test_a_long_line_scrolls_a_quarter_of_the_view_per_arrow() -> None:
+    app = ViewApp(cap=100)
+    async with app.run_test(size=(80, 20)) as pilot:
+        view = app.query_one(JournalView)
+        view.append_batch([("x" * 400, "u.service", None, None)])
+        view.focus()
+        await pilot.pause()
+        await pilot.press("right")
+        await pilot.pause()
+        step = view.scroll_x
+        assert step >= max(8, view.scrollable_content_region.width // 4) - 1 and step > 1
+        await pilot.press("right", "left")
+        await pilot.pause()
+        assert view.scroll_x == step

@@ -30,6 +30,7 @@ def test_the_consoles_probes_are_recognised(line):
         'INFO:     127.0.0.1:40312 - "POST /v1/chat/completions HTTP/1.1" 200 OK',  # real traffic
         'INFO:     10.0.0.7:51234 - "GET /health HTTP/1.1" 200 OK',  # a load balancer's check
         'INFO:     127.0.0.1:51234 - "GET /healthz HTTP/1.1" 404 Not Found',
+        'INFO:     127.0.0.1:34344 - "GET /get_model_info HTTP/1.1" 200 OK',  # SGLang's own warm-up
         'INFO:     127.0.0.1:51234 - "GET /health HTTP/1.1" 200 OK "curl/8.5.0"',  # someone else's agent
         "[2026-05-26 00:06:20 TP0] Decode batch. #running-req: 1, token usage: 0.41",
         "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 672.00 MiB.",

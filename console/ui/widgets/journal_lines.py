@@ -71,6 +71,8 @@ class JournalLine(NamedTuple):
     unit: str
     ts: float | None = None
     finding: Finding | None = None
+    probe: bool = False
+    """One of the console's own probe requests in the engine's access log (folded by default)."""
 
     @property
     def style_key(self) -> str | None:

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 from rich.segment import Segment
 from rich.style import Style
+from textual.actions import SkipAction
 from textual.cache import LRUCache
 from textual.events import Click
 from textual.geometry import Size
@@ -22,12 +23,15 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from console.domain.models import Finding
-from console.ui.widgets.journal_lines import JournalLine, LineFilter, clean_text, marker_for
+from console.ui.widgets.journal_lines import JournalLine, LineFilter, marker_for
+from console.ui.widgets.journal_store import JournalStore
 
 #: Rendered lines kept (a screenful or two, with and without the cursor). Each cached line holds
 #: about three Textual strips with seven small caches each; 2048 lines kept ~100k objects alive for
 #: the garbage collector to walk, for no gain under a flood where every frame shows new lines.
 STRIP_CACHE_LINES = 256
+#: The fewest columns one → or ← moves a long line (a quarter of the view when that is more).
+H_SCROLL_MIN_COLUMNS = 8
 
 
 class JournalView(ScrollView, can_focus=True):
@@ -66,85 +70,77 @@ class JournalView(ScrollView, can_focus=True):
         """
         super().__init__(id=id, classes=classes)
         self.end_key_is_screens = end_key_is_screens
-        self.line_cap = line_cap
-        self._lines: list[JournalLine] = []
-        self._rows: list[int] | None = None  # seqs shown while a filter is on
-        self._findings: list[int] = []  # seqs of lines with a finding
-        self._next_seq = 0
+        self.store = JournalStore(line_cap)
         self._width = 0
         self._cache: LRUCache[tuple[int, bool], Strip] = LRUCache(STRIP_CACHE_LINES)
         self._styles: dict[str, Style] = {}
-        self.line_filter: LineFilter | None = None
         self.search: re.Pattern[str] | None = None
-        self.cursor_seq: int | None = None
-        self.dropped = 0
 
-    # -- storage -------------------------------------------------------------------------------------
+    # -- storage (JournalStore keeps the lines, this keeps the screen in step) -------------------------
+    @property
+    def line_cap(self) -> int:
+        return self.store.line_cap
+
     @property
     def line_count(self) -> int:
         """Lines stored (not only the ones the filter shows)."""
-        return len(self._lines)
+        return len(self.store.lines)
 
     @property
     def row_count(self) -> int:
-        return len(self._rows) if self._rows is not None else len(self._lines)
+        return self.store.row_count
 
     @property
     def lines(self) -> Sequence[JournalLine]:
-        return self._lines
+        return self.store.lines
+
+    @property
+    def dropped(self) -> int:
+        return self.store.dropped
+
+    @property
+    def line_filter(self) -> LineFilter | None:
+        return self.store.line_filter
+
+    @property
+    def show_probes(self) -> bool:
+        return self.store.show_probes
+
+    @property
+    def hidden_probes(self) -> int:
+        """The console's own probe lines folded out now."""
+        return self.store.hidden_probes
+
+    @property
+    def cursor_seq(self) -> int | None:
+        return self.store.cursor_seq
+
+    @cursor_seq.setter
+    def cursor_seq(self, seq: int | None) -> None:
+        self.store.cursor_seq = seq
 
     def line_at_row(self, row: int) -> JournalLine | None:
-        seq = self._row_seq(row)
-        return None if seq is None else self._line_by_seq(seq)
+        seq = self.store.row_seq(row)
+        return None if seq is None else self.store.line_by_seq(seq)
 
     def _row_seq(self, row: int) -> int | None:
-        if row < 0 or row >= self.row_count:
-            return None
-        if self._rows is not None:
-            return self._rows[row]
-        return self._lines[row].seq
+        return self.store.row_seq(row)
 
     def _line_by_seq(self, seq: int) -> JournalLine | None:
-        if not self._lines:
-            return None
-        index = seq - self._lines[0].seq
-        return self._lines[index] if 0 <= index < len(self._lines) else None
+        return self.store.line_by_seq(seq)
 
     def _row_of_seq(self, seq: int) -> int | None:
-        if self._rows is None:
-            index = seq - self._lines[0].seq if self._lines else -1
-            return index if 0 <= index < len(self._lines) else None
-        row = bisect_left(self._rows, seq)
-        return row if row < len(self._rows) and self._rows[row] == seq else None
+        return self.store.row_of_seq(seq)
 
     def append_batch(self, items: Sequence[tuple[str, str, float | None, Finding | None]]) -> None:
         """Store a batch of (text, unit, ts, finding) and refresh once."""
         if not items:
             return
         was_at_end = self.follow
-        old_first = self._lines[0].seq if self._lines else self._next_seq
-        seq = self._next_seq
-        new: list[JournalLine] = []
-        width = self._width
-        line_filter = self.line_filter if self._rows is not None else None
-        longest = 0
-        for text, unit, ts, finding in items:
-            text = clean_text(text)
-            line = JournalLine(seq, text, unit, ts, finding)
-            new.append(line)
-            if finding is not None:
-                self._findings.append(seq)
-            if line_filter is not None and line_filter.matches(line):
-                self._rows.append(seq)  # type: ignore[union-attr]
-            if len(text) > longest:
-                longest = len(text)
-            seq += 1
-        width = max(width, longest + 24)
-        self._next_seq = seq
-        self._lines.extend(new)
-        self._trim()
-        self._width = width
-        removed_rows = self._lines[0].seq - old_first if self._rows is None else 0
+        longest, removed_rows, reordered = self.store.append(items)
+        if reordered:
+            self._cache.clear()  # late lines moved in among shown ones: their seqs changed
+        self._width = max(self._width, longest + 24)
         self.virtual_size = Size(self._width, self.row_count)
         if was_at_end:
             self.scroll_end(animate=False, x_axis=False)
@@ -153,36 +149,21 @@ class JournalView(ScrollView, can_focus=True):
             self.set_scroll(None, max(0, self.scroll_y - removed_rows))
         self.refresh()
 
-    def _trim(self) -> None:
-        excess = len(self._lines) - self.line_cap
-        if excess <= 0:
-            return
-        del self._lines[:excess]
-        self.dropped += excess
-        first = self._lines[0].seq
-        del self._findings[: bisect_left(self._findings, first)]
-        if self._rows is not None:
-            del self._rows[: bisect_left(self._rows, first)]
-        if self.cursor_seq is not None and self.cursor_seq < first:
-            self.cursor_seq = None
-
     def clear(self) -> None:
-        self._lines.clear()
-        self._findings.clear()
-        self._rows = [] if self.line_filter is not None else None
+        self.store.clear()
         self._cache.clear()
-        self.cursor_seq = None
         self.virtual_size = Size(0, 0)
         self.refresh()
 
     # -- filter, search, findings, cursor -----------------------------------------------------------
     def set_filter(self, line_filter: LineFilter | None) -> None:
         """Show only matching lines (None shows all); stored lines are untouched."""
-        self.line_filter = line_filter
-        if line_filter is None:
-            self._rows = None
-        else:
-            self._rows = [line.seq for line in self._lines if line_filter.matches(line)]
+        self.store.set_filter(line_filter)
+        self._after_rows_changed()
+
+    def set_show_probes(self, show: bool) -> None:
+        """Show the console's own probe lines, or fold them out (the default)."""
+        self.store.set_show_probes(show)
         self._after_rows_changed()
 
     def set_search(self, pattern: re.Pattern[str] | None) -> None:
@@ -219,14 +200,13 @@ class JournalView(ScrollView, can_focus=True):
             self.scroll_to(y=max(0, row - height // 2), animate=False, immediate=True)
 
     def _visible_seqs(self) -> list[int]:
-        if self._rows is not None:
-            return self._rows
-        return [line.seq for line in self._lines]
+        return self.store.visible_seqs()
 
     def next_finding(self, backwards: bool = False) -> JournalLine | None:
         """Move the cursor to the next (or previous) shown line with a finding."""
-        shown = set(self._rows) if self._rows is not None else None
-        seqs = [s for s in self._findings if shown is None or s in shown]
+        rows = self.store.rows
+        shown = set(rows) if rows is not None else None
+        seqs = [s for s in self.store.findings if shown is None or s in shown]
         return self._step(seqs, backwards)
 
     def next_match(self, backwards: bool = False) -> JournalLine | None:
@@ -275,6 +255,20 @@ class JournalView(ScrollView, can_focus=True):
         if action == "scroll_end" and self.end_key_is_screens:
             return False
         return super().check_action(action, parameters)
+
+    # -- sideways: a long line moves a quarter of the view per key, not one column -------------------
+    def _sideways_step(self) -> int:
+        return max(H_SCROLL_MIN_COLUMNS, self.scrollable_content_region.width // 4)
+
+    def action_scroll_right(self) -> None:
+        if not self.allow_horizontal_scroll:
+            raise SkipAction()
+        self.scroll_to(x=self.scroll_x + self._sideways_step(), animate=False)
+
+    def action_scroll_left(self) -> None:
+        if not self.allow_horizontal_scroll:
+            raise SkipAction()
+        self.scroll_to(x=max(0, self.scroll_x - self._sideways_step()), animate=False)
 
     # -- follow mode ---------------------------------------------------------------------------------
     def set_follow(self, follow: bool) -> None:

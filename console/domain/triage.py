@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from console.domain.catalogue import hint_for
+from console.domain.classify import MAX_LINE_CHARS, QUIET_LEVELS, classify_line, finding_of, may_match, quiet
 from console.domain.decisive import as_engine_error, decisive
 from console.domain.models import Engine, Finding, FindingClass
 from console.domain.normalise import (
@@ -37,14 +38,10 @@ from console.domain.normalise import (
     opening_context,
 )
 from console.domain.rank import LineHeader, parse_rank, split_header
-from console.domain.signature_table import GATES, read_signature
 from console.domain.signatures import clip
 
 __all__ = ["Triager", "classify_line", "decisive", "parse_rank", "triage_lines"]
 
-#: Finding.line keeps at most this many characters of a (possibly 1 MB) line.
-MAX_LINE_CHARS = 2000
-_QUIET_LEVELS = frozenset({"DEBUG", "INFO", "WARNING", "WARN", "TRACE", "SUCCESS"})
 # Lines (of any writer) after which an open traceback is dropped: its final line never came.
 _BLOCK_LINES = 400
 _MAX_OPEN_BLOCKS = 64
@@ -53,66 +50,7 @@ _TAIL_LINES = 40
 # A log that ends at most this many lines after an unexplained exception ended with it.
 _END_LINES = 60
 _MAX_HISTORY = 512
-_GATES = (*GATES, TRACEBACK_MARKER, 'File "')
 
-
-def _may_match(line: str) -> bool:
-    """False when the line holds no gate: the whole cost of an ordinary line."""
-    for gate in _GATES:
-        if gate in line:
-            return True
-    return False
-
-
-def _quiet(payload: str, level: str | None) -> bool:
-    """A warning, a retry or a deprecation: worth a note, never fatal."""
-    if level in _QUIET_LEVELS:
-        return True
-    name = exception_name(payload)
-    if name is not None and name.endswith("Warning"):
-        return True
-    head = payload[:300]
-    return "etry" in head or "etrying" in head or "eprecat" in head or "NCCL WARN" in head and "/dev/shm" not in head
-
-
-def _finding(
-    text: str, line: str, rank: str | None, level: str | None, ts: float | None, seq: int, block: Block | None
-) -> Finding | None:
-    """Classify a message; None when no signature names it."""
-    found = read_signature(text, rank)
-    if found is None:
-        if block is not None and block.weights:
-            return Finding(FindingClass.WEIGHT_LOAD_ERROR, line[:MAX_LINE_CHARS],
-                           f"Weights could not be loaded: {clip(text, 140)}", rank,
-                           not _quiet(text, level), ts=ts, hint=hint_for(FindingClass.WEIGHT_LOAD_ERROR), seq=seq)
-        return None
-    cls, reading = found
-    context = reading.context
-    if context is None and block is not None and block.capture and cls is not FindingClass.CUDA_GRAPH:
-        context = FindingClass.CUDA_GRAPH
-    return Finding(
-        cls=cls, line=line[:MAX_LINE_CHARS], summary=reading.summary, rank=rank,
-        fatal=reading.fatal and not _quiet(text, level), oom=reading.oom, ts=ts,
-        hint=reading.hint or hint_for(cls), context=context, seq=seq,
-    )
-
-
-def classify_line(line: str) -> Finding | None:
-    """Classify one log line on its own.
-
-    Args:
-        line: One line of engine or systemd output, with or without a journal prefix.
-
-    Returns:
-        A finding, or None for an ordinary line (including the harmless NCCL bind warning).
-    """
-    if not _may_match(line):
-        return None
-    line = line.rstrip("\r\n")
-    header = split_header(line, deep=True)
-    if header.payload[:1] in (" ", "\t"):
-        return None  # a traceback frame or quoted source code, not a message
-    return _finding(header.payload, line, header.rank, header.level, None, 0, None)
 
 
 class Triager:
@@ -162,7 +100,7 @@ class Triager:
         """
         self._count += 1
         prev, self._prev = self._prev, line
-        ordinary = not _may_match(line)
+        ordinary = not may_match(line)
         if self._count & 15 == 0 and (self._blocks or self._tails):
             self._expire()
         if ordinary and self._pending is None:
@@ -256,7 +194,7 @@ class Triager:
 
     def _settle(self, pending: Pending) -> None:
         """Classify the message as it stands (it may have grown by a continued line)."""
-        finding = _finding(pending.text, pending.line, pending.rank, pending.level, pending.ts, pending.seq,
+        finding = finding_of(pending.text, pending.line, pending.rank, pending.level, pending.ts, pending.seq,
                            pending.block)
         if finding is None:
             finding = self._open_world(pending)
@@ -266,7 +204,7 @@ class Triager:
         """An exception or a C++ abort that no signature names."""
         block = pending.block
         text = pending.text
-        if pending.level in _QUIET_LEVELS or _quiet(text, None):
+        if pending.level in QUIET_LEVELS or quiet(text, None):
             return None  # a warning with a traceback: quiet
         if text.startswith("what():") or text.startswith("terminate called"):
             return Finding(FindingClass.ENGINE_ERROR, pending.line[:MAX_LINE_CHARS],
@@ -298,9 +236,9 @@ class Triager:
         tail = self._tails.get(header.stream)
         # systemd's own lines about the unit belong to no rank, whatever the engine logged last.
         rank = header.rank
-        finding = _finding(payload, line, rank, header.level, ts, self._count, None)
+        finding = finding_of(payload, line, rank, header.level, ts, self._count, None)
         if finding is None:
-            if header.level not in _QUIET_LEVELS and exception_name(payload) is not None and ": " in payload:
+            if header.level not in QUIET_LEVELS and exception_name(payload) is not None and ": " in payload:
                 self._loose = Finding(FindingClass.TRACEBACK, line[:MAX_LINE_CHARS],
                                       f"Python exception: {clip(payload, 150)}", rank, False, ts=ts, seq=self._count)
             return []
@@ -340,7 +278,7 @@ class Triager:
         if self._loose is not None:
             candidates.append(self._loose)
         for block in self._blocks.values():
-            if block.headline and not block.handled and block.level not in _QUIET_LEVELS:
+            if block.headline and not block.handled and block.level not in QUIET_LEVELS:
                 candidates.append(Finding(FindingClass.TRACEBACK, block.headline[:MAX_LINE_CHARS],
                                           clip(block.headline, 160), block.rank, False, seq=block.opened_at))
         candidates = [f for f in candidates if f.seq is not None and self._count - f.seq <= _END_LINES]

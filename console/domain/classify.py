@@ -1,0 +1,92 @@
+"""One message -> one finding: the gates, the quiet rules and the signature table, with no state.
+
+`classify_line` reads one line on its own; the Triager (triage.py) calls `finding_of` on each message
+it has assembled (a traceback's final line, a rejoined wrapped message), with what the traceback's
+frames told it.
+"""
+
+from __future__ import annotations
+
+from console.domain.catalogue import hint_for
+from console.domain.models import Finding, FindingClass
+from console.domain.normalise import TRACEBACK_MARKER, Block, exception_name
+from console.domain.rank import split_header
+from console.domain.signature_table import GATES, read_signature
+from console.domain.signatures import clip
+
+#: Finding.line keeps at most this many characters of a (possibly 1 MB) line.
+MAX_LINE_CHARS = 2000
+#: Levels below ERROR: what a logger says at them is never fatal.
+QUIET_LEVELS = frozenset({"DEBUG", "INFO", "WARNING", "WARN", "TRACE", "SUCCESS"})
+_GATES = (*GATES, TRACEBACK_MARKER, 'File "')
+#: Words of a message (not an exception's) that say the engine goes on.
+_GOING_ON = ("Retrying", "retrying", "will retry", "eprecat")
+
+
+def may_match(line: str) -> bool:
+    """False when the line holds no gate: the whole cost of an ordinary line."""
+    for gate in _GATES:
+        if gate in line:
+            return True
+    return False
+
+
+def quiet(payload: str, level: str | None) -> bool:
+    """A warning, a retry or a deprecation: worth a note, never fatal."""
+    if level in QUIET_LEVELS:
+        return True
+    name = exception_name(payload)
+    if name is not None:
+        return name.endswith("Warning")  # UserWarning, FutureWarning ...; any other exception may be fatal
+    head = payload[:300]
+    return any(words in head for words in _GOING_ON) or ("NCCL WARN" in head and "/dev/shm" not in head)
+
+
+def finding_of(
+    text: str, line: str, rank: str | None, level: str | None, ts: float | None, seq: int, block: Block | None
+) -> Finding | None:
+    """Classify a message; None when no signature names it.
+
+    Args:
+        text: The message (a line's payload, or a message rejoined from wrapped lines).
+        line: The log line it came from, kept in the finding.
+        rank: The rank its prefix (or its traceback's) names.
+        level: The log level it was logged at.
+        ts: When it was logged.
+        seq: The number of its line in the stream.
+        block: The traceback it ends, when it ends one (its frames give weight-load and capture context).
+    """
+    found = read_signature(text, rank)
+    if found is None:
+        if block is not None and block.weights:
+            return Finding(FindingClass.WEIGHT_LOAD_ERROR, line[:MAX_LINE_CHARS],
+                           f"Weights could not be loaded: {clip(text, 140)}", rank,
+                           not quiet(text, level), ts=ts, hint=hint_for(FindingClass.WEIGHT_LOAD_ERROR), seq=seq)
+        return None
+    cls, reading = found
+    context = reading.context
+    if context is None and block is not None and block.capture and cls is not FindingClass.CUDA_GRAPH:
+        context = FindingClass.CUDA_GRAPH
+    return Finding(
+        cls=cls, line=line[:MAX_LINE_CHARS], summary=reading.summary, rank=rank,
+        fatal=reading.fatal and not quiet(text, level), oom=reading.oom, ts=ts,
+        hint=reading.hint or hint_for(cls), context=context, seq=seq,
+    )
+
+
+def classify_line(line: str) -> Finding | None:
+    """Classify one log line on its own.
+
+    Args:
+        line: One line of engine or systemd output, with or without a journal prefix.
+
+    Returns:
+        A finding, or None for an ordinary line (including the harmless NCCL bind warning).
+    """
+    if not may_match(line):
+        return None
+    line = line.rstrip("\r\n")
+    header = split_header(line, deep=True)
+    if header.payload[:1] in (" ", "\t"):
+        return None  # a traceback frame or quoted source code, not a message
+    return finding_of(header.payload, line, header.rank, header.level, None, 0, None)

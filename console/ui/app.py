@@ -11,6 +11,7 @@ import contextlib
 import signal
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 from textual import work
 from textual.app import App
@@ -39,7 +40,9 @@ class ConsoleApp(NotifiesWorkerErrors, App[None]):
     TITLE = "serve-console"
     CSS_PATH = "console.tcss"
     BINDINGS: list[Binding] = bindings("app")  # type: ignore[assignment]
-    COMMANDS = App.COMMANDS | {ConsoleCommands}
+    # Only the console's own commands: Textual's system provider added a second Quit, a second theme
+    # picker and its 24 built-in themes.
+    COMMANDS = {ConsoleCommands}
     ENABLE_COMMAND_PALETTE = True
 
     def __init__(
@@ -55,6 +58,7 @@ class ConsoleApp(NotifiesWorkerErrors, App[None]):
         demo_start: bool = False,
         stop_started_units: bool = False,
         notices: Sequence[str] = (),
+        screenshot_dir: str | Path | None = None,
     ) -> None:
         """Args:
             hosts: the hosts to show, already built (real, simulated, or fixed-data for tests).
@@ -67,6 +71,7 @@ class ConsoleApp(NotifiesWorkerErrors, App[None]):
             demo_start: bring the demo's first layout up when nothing runs (the story's first act).
             stop_started_units: on exit, stop every unit that runs now but did not at start (the demo).
             notices: lines to show as notifications once the app runs (the demo moved to a free port).
+            screenshot_dir: where ctrl+s saves its SVG (default: the current directory).
         """
         super().__init__()
         self.hosts = {h.name: h for h in hosts}
@@ -88,6 +93,7 @@ class ConsoleApp(NotifiesWorkerErrors, App[None]):
         self.stop_started_units = stop_started_units
         self._units_at_start: set[tuple[str, str]] | None = None
         self.notices = list(notices)
+        self.screenshot_dir = Path(screenshot_dir) if screenshot_dir is not None else Path.cwd()
         self.gc_pauses = GcPauses()
 
     def get_default_screen(self):
@@ -205,6 +211,16 @@ class ConsoleApp(NotifiesWorkerErrors, App[None]):
         i = self.theme_names.index(self.theme) if self.theme in self.theme_names else -1
         self.set_theme(self.theme_names[(i + 1) % len(self.theme_names)])
         self.notify(f"theme {self.theme}", timeout=2)
+
+    def action_save_screenshot(self) -> None:
+        """Save the screen as SVG and say where; a folder that cannot take it is said in one line too."""
+        try:
+            self.screenshot_dir.mkdir(parents=True, exist_ok=True)
+            path = self.save_screenshot(path=str(self.screenshot_dir))
+        except OSError as exc:
+            self.notify(f"screenshot not saved: {exc.strerror or exc} ({self.screenshot_dir})", severity="error")
+            return
+        self.notify(f"screenshot saved to {path}", timeout=6)
 
     def action_fleet(self) -> None:
         while len(self.screen_stack) > 1:

@@ -29,6 +29,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--demo", action="store_true",
                         help="open it on the packaged simulated cluster (stops the units it started on exit)")
     parser.add_argument("--theme", metavar="NAME", help="colour theme from themes/ (dark, light, high-contrast)")
+    parser.add_argument("--screenshot-dir", metavar="DIR",
+                        help="where ctrl+s saves screenshots (default: the current directory)")
     parser.set_defaults(func=run)
 
 
@@ -119,7 +121,8 @@ def _run_app(args: argparse.Namespace, config, state_root: Path | None, notes: l
     readonly = is_readonly(config, args.readonly)
     app = ConsoleApp(hosts, config=config, readonly=readonly, theme=args.theme, audit=audit,
                      demo_start=args.demo and not readonly and os.environ.get(NO_START_ENV) != "1",
-                     stop_started_units=args.demo and not readonly, notices=notes)
+                     stop_started_units=args.demo and not readonly, notices=notes,
+                     screenshot_dir=getattr(args, "screenshot_dir", None))
     try:
         app.run()
     finally:

@@ -31,14 +31,19 @@ _FIELDS = {
 }
 
 
+#: The shipped themes in the order `T` cycles them and the help lists them; other themes follow by name.
+SHIPPED_ORDER = ("dark", "light", "high-contrast")
+
+
 def theme_files(*dirs: Path) -> dict[str, Path]:
-    """Theme name -> file, over `dirs` (default: `theme_dirs()`), later folders winning; dark first."""
+    """Theme name -> file, over `dirs` (default: `theme_dirs()`), later folders winning; in SHIPPED_ORDER."""
     files = {p.stem: p for d in (dirs or theme_dirs()) for p in sorted(d.glob("*.toml"))}
-    return dict(sorted(files.items(), key=lambda item: (item[0] != "dark", item[0])))
+    rank = {name: i for i, name in enumerate(SHIPPED_ORDER)}
+    return dict(sorted(files.items(), key=lambda item: (rank.get(item[0], len(rank)), item[0])))
 
 
 def theme_names() -> list[str]:
-    """Names of the theme files, dark first."""
+    """Names of the theme files, in the order `T` cycles them (SHIPPED_ORDER, then by name)."""
     return list(theme_files())
 
 

@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import socket
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))  # screen_text, fixed_host
+
+# The journal pane shows systemd's lines with their journal time in local time, as journalctl does:
+# snapshots are drawn in UTC wherever they run.
+os.environ["TZ"] = "UTC"
+time.tzset()
 
 TIME_SCALE = "0.02"
 

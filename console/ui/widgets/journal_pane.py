@@ -17,6 +17,7 @@ from textual.containers import Vertical
 from textual.message import Message
 from textual.widgets import Input
 
+from console.domain.journal_order import systemd_text
 from console.domain.models import Engine, Finding, ReadinessEvent
 from console.hosts.base import Host
 from console.ui.widgets.journal_lines import LineFilter
@@ -97,7 +98,8 @@ class JournalPane(NotifiesWorkerErrors, Vertical):
                     cursor = self._cursors[unit] = entry.cursor
                     if read.phase is not None:
                         self.post_message(PhaseSeen(self.host.name, unit, read.phase))
-                    self.queue_line(entry.message, unit, entry.ts, read.findings[-1] if read.findings else None)
+                    text = systemd_text(entry.message, entry.ts) if entry.source == "systemd" else entry.message
+                    self.queue_line(text, unit, entry.ts, read.findings[-1] if read.findings else None)
                     count += 1
                     if count % 256 == 0:
                         await asyncio.sleep(0)  # a firehose must not starve keys and frames
@@ -151,6 +153,10 @@ class JournalPane(NotifiesWorkerErrors, Vertical):
                 parts.append(f"filter {view.line_filter.text!r}: {view.row_count}/{view.line_count}")
             if view.search is not None:
                 parts.append(f"search {view.search.pattern!r}")
+            if view.hidden_probes:
+                parts.append(f"{view.hidden_probes} probe lines hidden (h shows)")
+            elif view.show_probes:
+                parts.append("probe lines shown (h hides)")
         title = " · ".join(parts)
         if title != self.border_title:  # a flush that changes nothing in the title repaints nothing here
             self.border_title = title
@@ -178,7 +184,13 @@ class JournalPane(NotifiesWorkerErrors, Vertical):
         self._update_title()
 
     def action_filter(self) -> None:
-        self._open_find("filter", "filter: regex, or class:oom / class:nccl / class:finding (empty clears)")
+        self._open_find("filter", "filter: regex, or class:oom / class:nccl / class:traceback / class:finding "
+                                  "(empty clears)")
+
+    def action_toggle_probes(self) -> None:
+        """Show the console's own probe lines, or fold them out again."""
+        self.view.set_show_probes(not self.view.show_probes)
+        self._update_title()
 
     def action_search(self) -> None:
         self._open_find("search", "search: regex (n / N jump; empty clears)")

@@ -1,0 +1,107 @@
+"""The first ten minutes: screenshots that say where, a palette of the console's own commands, themes in
+the help's order, probe lines folded with a toggle and a count, and a filter hint that names traceback."""
+
+from __future__ import annotations
+
+from fixed_host import fixed_app
+from pilot_wait import settle
+from screen_text import screen_text
+
+from console.ui.keys import BY_ID
+from console.ui.screens.host import HostScreen
+from console.ui.widgets.journal_view import JournalView
+
+
+async def test_ctrl_s_saves_an_svg_in_the_screenshot_dir_and_says_where(tmp_path) -> None:
+    shots = tmp_path / "shots"
+    app = fixed_app({"demo": "ep8"}, screenshot_dir=shots)
+    async with app.run_test(size=(120, 40)) as pilot:
+        assert await settle(pilot, lambda: isinstance(app.screen, HostScreen))
+        await pilot.press("ctrl+s")
+        assert await settle(pilot, lambda: list(shots.glob("*.svg")))
+        (svg,) = shots.glob("*.svg")
+        assert svg.read_text().lstrip().startswith("<svg")
+        assert any(f"screenshot saved to {svg}" in str(n.message) for n in app._notifications)
+
+
+async def test_a_screenshot_dir_that_cannot_be_made_is_said_not_silent(tmp_path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    app = fixed_app({"demo": "ep8"}, screenshot_dir=blocker / "shots")
+    async with app.run_test(size=(120, 40)) as pilot:
+        assert await settle(pilot, lambda: isinstance(app.screen, HostScreen))
+        app.action_save_screenshot()
+        await pilot.pause()
+        (note,) = [n for n in app._notifications if "screenshot" in str(n.message)]
+        assert "screenshot not saved" in str(note.message) and note.severity == "error"
+
+
+async def test_the_palette_shows_the_consoles_commands_without_textuals_duplicates() -> None:
+    from textual.command import CommandPalette
+
+    app = fixed_app({"demo": "ep8"})
+    async with app.run_test(size=(120, 40)) as pilot:
+        assert await settle(pilot, lambda: isinstance(app.screen, HostScreen))
+
+        async def palette(query: str) -> str:
+            await pilot.press("ctrl+p")
+            assert await settle(pilot, lambda: isinstance(app.screen, CommandPalette))
+            await pilot.press(*query)
+            await pilot.pause(0.4)
+            text = screen_text(app)
+            await pilot.press("escape")
+            assert await settle(pilot, lambda: isinstance(app.screen, HostScreen))
+            return text
+
+        quits = await palette("quit")
+        assert "app: quit" in quits and "Quit the application" not in quits  # Textual's second Quit
+        themes = await palette("theme")
+        assert "theme: light" in themes and "theme: high-contrast" in themes
+        assert "Change theme" not in themes and "textual-dark" not in themes  # its picker of 24 more
+        assert "app: screenshot" in await palette("screenshot")
+
+
+async def test_t_cycles_themes_in_the_order_the_help_gives() -> None:
+    app = fixed_app({"demo": "ep8"})
+    async with app.run_test(size=(120, 40)) as pilot:
+        assert await settle(pilot, lambda: isinstance(app.screen, HostScreen))
+        seen = [app.theme]
+        for _ in range(3):
+            await pilot.press("T")
+            await pilot.pause()
+            seen.append(app.theme)
+    assert seen == ["dark", "light", "high-contrast", "dark"]
+    assert "(dark, light, high-contrast)" in BY_ID["app.theme"].tooltip
+
+
+async def test_probe_lines_are_folded_with_a_toggle_and_a_count() -> None:
+    probe = 'INFO:     127.0.0.1:40312 - "GET /health HTTP/1.1" 200 OK'
+    app = fixed_app({"demo": "ep8"})
+    async with app.run_test(size=(120, 40)) as pilot:
+        assert await settle(pilot, lambda: isinstance(app.screen, HostScreen) and app.screen.query(JournalView))
+        pane = app.screen.query_one("#journal-pane")
+        view = pane.query_one(JournalView)
+        assert await settle(pilot, lambda: view.line_count > 20)
+        shown = view.row_count
+        view.append_batch([(probe, "u", 9e9, None)] * 3)
+        pane._update_title()
+        await pilot.pause()
+        assert view.row_count == shown and view.hidden_probes == 3
+        assert "3 probe lines hidden (h shows)" in pane.border_title
+        await pilot.press("h")
+        await pilot.pause()
+        assert view.row_count == shown + 3 and "probe lines shown (h hides)" in pane.border_title
+        await pilot.press("h")
+        await pilot.pause()
+        assert view.row_count == shown
+
+
+async def test_the_filter_hint_names_class_traceback() -> None:
+    app = fixed_app({"demo": "ep8"})
+    async with app.run_test(size=(120, 40)) as pilot:
+        assert await settle(pilot, lambda: isinstance(app.screen, HostScreen) and app.screen.query(JournalView))
+        await pilot.press("slash")
+        await pilot.pause()
+        find = app.screen.query_one("#journal-find")
+        assert "class:traceback" in find.placeholder
+        assert "class:traceback" in BY_ID["journal.filter"].tooltip

@@ -73,16 +73,19 @@ def failure_rows(result: SwitchResult, fits_instead: Sequence[str] = (), *, with
         rows.append(FailureRow("cause", failure.summary, BAD))
         if failure.rank:
             rows.append(FailureRow("rank", failure.rank))
+        if failure.context is not None:
+            rows.append(FailureRow("during", failure.context.value.replace("_", " ")))
         rows += oom_rows(failure)
-        hint = getattr(failure, "hint", None)
-        if hint:
-            rows.append(FailureRow("do", hint, OK))
     if result.reason and (failure is None or failure.oom is None):
         rows.append(FailureRow("reason", result.reason))
     if result.detected_after_s is not None:
         rows.append(FailureRow("verdict", f"{result.detected_after_s:.2f}s after the decisive journal entry"))
     if fits_instead:
         rows.append(FailureRow("fits", ", ".join(fits_instead), OK))
+    if failure is not None and failure.hint:
+        rows.append(FailureRow("do", failure.hint, OK))
+    if failure is not None and failure.consequences:
+        rows.append(FailureRow("then", "; ".join(c.summary for c in failure.consequences[:3])))
     if with_line and failure is not None and failure.line:
         rows.append(FailureRow("", failure.line[:300]))  # the journal line itself, unlabelled
     return rows

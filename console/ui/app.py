@@ -116,8 +116,9 @@ class ConsoleApp(NotifiesWorkerErrors, App[None]):
             self.notify(problem, severity="warning")
         for notice in self.notices:
             self.notify(notice, severity="warning", timeout=10)
-        if self.auto_open and len(self.hosts) == 1:
-            self.open_host(next(iter(self.hosts)))
+        demo_host = self._demo_host() if self.demo_start else None
+        if self.auto_open and (len(self.hosts) == 1 or demo_host is not None):
+            self.open_host(demo_host or next(iter(self.hosts)))  # the fleet stays one Esc away
         if self.stop_started_units or self.demo_start:
             self._note_running_units()
         # Once the first frame is out (the freeze's one collection must not delay it), freeze what exists.
@@ -127,8 +128,9 @@ class ConsoleApp(NotifiesWorkerErrors, App[None]):
     async def _note_running_units(self) -> None:
 
         self._units_at_start = await running_units(self.hosts.values())
-        if self.demo_start and not self._units_at_start and len(self.hosts) == 1:
-            screen = self.host_screen(next(iter(self.hosts)))
+        demo_host = self._demo_host() if self.demo_start else None
+        if demo_host is not None and not self._units_at_start:
+            screen = self.host_screen(demo_host)
             for _ in range(100):  # the screen was pushed in on_mount; wait until it is composed
                 if screen is None or screen.is_mounted:
                     break
@@ -136,6 +138,11 @@ class ConsoleApp(NotifiesWorkerErrors, App[None]):
             layout = screen.service.layout(DEMO_FIRST_LAYOUT) if screen is not None else None
             if screen is not None and layout is not None:
                 screen.start_switch(layout.name, False)
+
+    def _demo_host(self) -> str | None:
+        """The host whose service the demo brings up first (the seed's EP8), in config order."""
+        return next((name for name, host in self.hosts.items()
+                     if any(s.layout(DEMO_FIRST_LAYOUT) for s in host.config.services)), None)
 
     async def on_unmount(self) -> None:
         """Stop what the demo started (no orphan engines), then close every host."""

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from console.config import ServiceConfig
 from console.domain.fit import FitResult
+from console.domain.gpu_health import expected_used_mib
 from console.domain.layout import gpus_used
 from console.domain.models import GpuSnapshot, HealthSample, Phase, UnitState
 from console.hosts.base import Host
@@ -34,6 +35,8 @@ class ServiceView:
     fit_verdict: str | None = None
     fit_detail: str | None = None
     gpus_used: int | None = None
+    expected_mib: int | None = None
+    """What each of the layout's GPUs is expected to hold (weights + the engine's KV pool), in MiB."""
     health: HealthSample | None = None
     phase: Phase | None = None
     last_ready_layout: str | None = None
@@ -120,6 +123,7 @@ async def service_view(host: Host, service: ServiceConfig, *, fits: FitCache, au
         fit_verdict=fit.verdict if fit is not None else None,
         fit_detail=detail,
         gpus_used=gpus_used(lc.layout, service.engine) if lc is not None else None,
+        expected_mib=expected_used_mib(fit),
         health=status.health,
         last_ready_layout=last_ready,
         error=status.error,

@@ -105,3 +105,37 @@ async def test_the_filter_hint_names_class_traceback() -> None:
         find = app.screen.query_one("#journal-find")
         assert "class:traceback" in find.placeholder
         assert "class:traceback" in BY_ID["journal.filter"].tooltip
+
+
+async def test_gpu_colours_follow_the_layouts_expected_memory_and_flag_the_unusual() -> None:
+    from console.domain.gpu_health import OK, WARN
+    from console.ui.widgets.gpu_pane import GpuPane
+
+    app = fixed_app({"demo": "ep8"})
+    async with app.run_test(size=(120, 40)) as pilot:
+        assert await settle(pilot, lambda: isinstance(app.screen, HostScreen) and app.screen.query(GpuPane))
+        pane = app.screen.query_one(GpuPane)
+        assert await settle(pilot, lambda: pane.snapshot is not None)
+        pane.set_gpus_in_use(8, 78_500)  # EP8 at 80 %: what the layout reserves, so all green
+        assert [v.level for v in pane.verdicts()] == [OK] * 8 and not pane.border_subtitle
+        pane.set_gpus_in_use(4, 78_500)  # a layout of 4 GPUs: the other four hold memory they should not
+        await pilot.pause()
+        assert [v.level for v in pane.verdicts()] == [OK] * 4 + [WARN] * 4
+        assert pane.border_subtitle.startswith("GPU 4: ") and "does not use" in pane.border_subtitle
+        assert "util %" in str(pane.border_title)
+
+
+async def test_processes_take_the_sparklines_place_and_the_pane_keeps_its_height() -> None:
+    from console.ui.widgets.gpu_pane import GpuPane
+
+    app = fixed_app({"demo": "ep8"})
+    async with app.run_test(size=(100, 30)) as pilot:
+        assert await settle(pilot, lambda: isinstance(app.screen, HostScreen) and app.screen.query(GpuPane))
+        pane = app.screen.query_one(GpuPane)
+        assert await settle(pilot, lambda: pane.snapshot is not None)
+        height = pane.size.height
+        await pilot.press("p")
+        await pilot.pause()
+        assert pane.show_processes and pane.size.height == height
+        text = screen_text(app)
+        assert all(f"pid {4242 + i} python" in text for i in range(8))

@@ -20,11 +20,16 @@ SCOPE_TITLES = {
 
 def help_table(keymap: dict[str, str], readonly: bool) -> Table:
     table = Table(box=None, show_header=False, padding=(0, 2), expand=True)
-    table.add_column("key", no_wrap=True)
-    table.add_column("id", no_wrap=True, style="dim")
-    table.add_column("what")
+    # The key and id columns as wide as their longest entries, the rest for the sentence (wrapping), so
+    # the help fits 100 columns without a wide key column eating the text's room.
+    shown = [a for a in ACTIONS if not (readonly and a.changes_host)]
+    key_w = max(len(display_key(key_for(a.id, keymap))) for a in shown) if shown else 8
+    id_w = max([len(a.id) for a in shown] + [len(t) for t in SCOPE_TITLES.values()])
+    table.add_column("key", no_wrap=True, width=max(key_w, 8))
+    table.add_column("id", no_wrap=True, style="dim", width=id_w)
+    table.add_column("what", ratio=1)
     for scope, title in SCOPE_TITLES.items():
-        table.add_row(f"[b]{title}[/b]", "", "")
+        table.add_row("", f"[b not dim]{title}[/]", "")  # in the id column: the key column is narrow
         for a in ACTIONS:
             if a.scope != scope or (readonly and a.changes_host):
                 continue

@@ -80,7 +80,8 @@ class FleetTable(NotifiesWorkerErrors, DataTable):
         stale = not summary.reachable or (age is not None and age > max(3 * self.refresh_s, 5.0))
         link = Text("up", style=s("fleet--ok")) if summary.reachable else Text("DOWN", style=s("fleet--bad"))
         age_cell = Text(("STALE " if stale else "") + age_text(age), style=s("fleet--warn") if stale else "")
-        units = f"{shown.units_active}/{shown.units_total} up" if shown.units_total else "-"
+        # A service's units are alternatives (one per layout): "1/4 up" read as three down.
+        units = f"{shown.units_active} running" if shown.units_total else "-"
         if shown.gpu_total_mib:
             gib = 1024
             mem = f"{shown.gpu_used_mib / gib:,.0f}/{shown.gpu_total_mib / gib:,.0f} GiB"

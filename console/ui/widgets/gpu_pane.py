@@ -1,4 +1,5 @@
-"""GPU memory pane: a row per GPU with a threshold-coloured bar, MiB, utilisation and a sparkline."""
+"""GPU memory pane: a row per GPU with a bar coloured by what is unusual for the layout, MiB, utilisation
+and a sparkline."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from rich.text import Text
 from textual import work
 from textual.widget import Widget
 
-from console.domain.models import GpuSnapshot
+from console.domain.gpu_health import BAD, IDLE, OK, WARN, GpuVerdict, judge_gpus
+from console.domain.models import GpuProcess, GpuSnapshot
 from console.hosts.base import Host
 from console.hosts.gpus import GpuHistory
 from console.ui.widgets.polling import poll_forever
@@ -17,8 +19,11 @@ from console.ui.worker_errors import NotifiesWorkerErrors
 
 SPARK = "▁▂▃▄▅▆▇█"
 FAST_POLL_S = 0.25
-WARN_FRACTION = 0.80
-CRIT_FRACTION = 0.95
+#: The fewest columns the `p` view gives a GPU's processes (`pid 4242 python 77849 MiB`), in the place of
+#: the MiB column and the sparkline.
+PROCESS_CELL_COLUMNS = 26
+#: gpu_health's levels -> component classes (an idle GPU of the layout is drawn like an ok one).
+LEVEL_STYLE = {OK: "gpu--ok", WARN: "gpu--warn", BAD: "gpu--crit", IDLE: "gpu--ok"}
 
 
 def sparkline(values: list[float], width: int) -> str:
@@ -50,6 +55,17 @@ def spark_fractions(points: list[tuple[float, int]], total_mib: int, width: int,
     return out
 
 
+def processes_cell(procs: list[GpuProcess], width: int) -> str:
+    """A GPU's processes in the sparkline's place: `pid 4242 python 77849 MiB`, more as `+2`."""
+    if not procs:
+        return "no process".ljust(width)[:width]
+    first = procs[0]
+    text = f"pid {first.pid} {first.name or '?'} {first.used_mib or 0} MiB"
+    if len(procs) > 1:
+        text += f" +{len(procs) - 1}"
+    return text.ljust(width)[:width]
+
+
 def bar(fraction: float, width: int) -> tuple[str, str]:
     """A filled and an empty part of a bar."""
     filled = min(width, max(0, round(fraction * width)))
@@ -73,6 +89,8 @@ class GpuPane(NotifiesWorkerErrors, Widget, can_focus=False):
         self.history = GpuHistory(history_s=history_s, max_points=max(10, points))
         self.gpus_in_use: int | None = None
         """How many GPUs (from index 0) the running layout uses; the rest are dimmed."""
+        self.expected_mib: int | None = None
+        """What each of the layout's GPUs is expected to hold (gpu_health.expected_used_mib)."""
         self.show_processes = False
         self.fast = False
         """Sample 4x a second while a switch runs, so the bars move as the weights load."""
@@ -111,10 +129,20 @@ class GpuPane(NotifiesWorkerErrors, Widget, can_focus=False):
         self.refresh_stale()
         self.refresh(layout=True)
 
-    def set_gpus_in_use(self, count: int | None) -> None:
-        if count != self.gpus_in_use:
+    def set_gpus_in_use(self, count: int | None, expected_mib: int | None = None) -> None:
+        """The running layout's GPUs (from index 0) and what each is expected to hold, for the colours."""
+        if count != self.gpus_in_use or expected_mib != self.expected_mib:
             self.gpus_in_use = count
+            self.expected_mib = expected_mib
             self.refresh_stale()
+            self.refresh()
+
+    def verdicts(self) -> list[GpuVerdict]:
+        """Each GPU against the layout's expectation (console.domain.gpu_health, documented in docs/tui.md)."""
+        if self.snapshot is None:
+            return []
+        used = range(self.gpus_in_use) if self.gpus_in_use is not None else None
+        return judge_gpus(self.snapshot.gpus, used_indices=used, expected_mib=self.expected_mib)
 
     def toggle_processes(self) -> None:
         self.show_processes = not self.show_processes
@@ -127,22 +155,21 @@ class GpuPane(NotifiesWorkerErrors, Widget, can_focus=False):
         age = self.data_age_s()
         stale = self.error is not None or (age is not None and age > max(3 * self.refresh_s, 5.0))
         self.set_class(stale, "-stale")
-        title = "GPU memory"
+        title = "GPU memory · util %"
         if self.gpus_in_use is not None and self.snapshot is not None:
             title += f" · layout uses {self.gpus_in_use} of {len(self.snapshot.gpus)}"
         if stale:
             title += f" · STALE, data {age:.0f}s old" if age is not None else " · no data yet"
         self.border_title = title
-        self.border_subtitle = (self.error or "") if self.snapshot is not None else ""  # else it is the body
+        unusual = [f"GPU {v.index}: {v.anomaly}" for v in self.verdicts() if v.anomaly]
+        note = unusual[0] + (f" (+{len(unusual) - 1} more)" if len(unusual) > 1 else "") if unusual else ""
+        self.border_subtitle = (self.error or note) if self.snapshot is not None else ""  # else it is the body
         self.refresh()
 
     def get_content_height(self, container, viewport, width: int) -> int:
-        if self.snapshot is None:
-            return 1
-        rows = len(self.snapshot.gpus)
-        if self.show_processes:
-            rows += len(self.snapshot.processes) or 1
-        return rows
+        # One row per GPU, processes or not: `p` puts them in the sparkline's place, so the pane never
+        # grows past the room the screen gave it (its rows spilled under the border).
+        return 1 if self.snapshot is None else len(self.snapshot.gpus)
 
     def render(self) -> Text:
         snap = self.snapshot
@@ -151,17 +178,24 @@ class GpuPane(NotifiesWorkerErrors, Widget, can_focus=False):
         width = max(40, self.content_region.width)
         spark_w = max(6, min(30, width // 6))
         name_w = 12 if width >= 70 else 0
-        bar_w = max(6, width - 3 - (name_w + 1 if name_w else 0) - 18 - 6 - spark_w)
+        mib_w = 18
+        if self.show_processes:  # the process cell replaces the MiB column and the sparkline
+            mib_w, bar_w = 0, max(6, width // 5)
+            spark_w = max(PROCESS_CELL_COLUMNS, width - 3 - (name_w + 1 if name_w else 0) - 6 - bar_w)
+        else:
+            bar_w = max(6, width - 3 - (name_w + 1 if name_w else 0) - mib_w - 6 - spark_w)
         out = Text(no_wrap=True, overflow="crop")
         style = self.get_component_rich_style
-        for i, gpu in enumerate(snap.gpus):
+        by_gpu: dict[int, list[GpuProcess]] = {}
+        for proc in sorted(snap.processes, key=lambda p: -(p.used_mib or 0)):
+            by_gpu.setdefault(proc.gpu_index if proc.gpu_index is not None else -1, []).append(proc)
+        for i, (gpu, verdict) in enumerate(zip(snap.gpus, self.verdicts(), strict=True)):
             if i:
                 out.append("\n")
             used, total = gpu.used_mib, gpu.total_mib
             frac = (used / total) if used is not None and total else 0.0
-            dim = self.gpus_in_use is not None and gpu.index >= self.gpus_in_use
-            level = "gpu--dim" if dim else "gpu--crit" if frac >= CRIT_FRACTION else (
-                "gpu--warn" if frac >= WARN_FRACTION else "gpu--ok")
+            dim = self.gpus_in_use is not None and gpu.index >= self.gpus_in_use and verdict.anomaly is None
+            level = "gpu--dim" if dim else LEVEL_STYLE[verdict.level]
             row_style = style("gpu--dim") if dim else None
             out.append(f"{gpu.index:>2} ", style=row_style or style("gpu--label"))
             if name_w:
@@ -170,20 +204,14 @@ class GpuPane(NotifiesWorkerErrors, Widget, can_focus=False):
             filled, empty = bar(frac, bar_w)
             out.append(filled, style=style(level))
             out.append(empty, style=style("gpu--empty"))
-            mib = f"{used if used is not None else '?':>6}/{total if total is not None else '?':>6} MiB"
-            out.append(f" {mib:>17}", style=row_style)
+            if mib_w:
+                mib = f"{used if used is not None else '?':>6}/{total if total is not None else '?':>6} MiB"
+                out.append(f" {mib:>17}", style=row_style)
             util = f"{gpu.util_pct:>3}%" if gpu.util_pct is not None else "  -%"
             out.append(f" {util:>4} ", style=row_style)
+            if self.show_processes:
+                out.append(processes_cell(by_gpu.get(gpu.index, []), spark_w), style=style("gpu--proc"))
+                continue
             fractions = spark_fractions(self.history.points(gpu.index), total or 0, spark_w, self.clock())
             out.append(sparkline(fractions, spark_w), style=style(level))
-        if self.show_processes:
-            out.append("\n")
-            if not snap.processes:
-                out.append("   no GPU processes", style=style("gpu--proc"))
-            for j, proc in enumerate(sorted(snap.processes, key=lambda p: (p.gpu_index or 0, p.pid))):
-                if j:
-                    out.append("\n")
-                where = f"GPU{proc.gpu_index}" if proc.gpu_index is not None else (proc.gpu_uuid or "?")[:12]
-                out.append(f"   {where:<6} pid {proc.pid:<8} {proc.used_mib or 0:>7} MiB  {proc.name or ''}",
-                           style=style("gpu--proc"))
         return out

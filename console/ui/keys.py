@@ -64,6 +64,12 @@ ACTIONS: tuple[UiAction, ...] = (
              "host", show=False),
     UiAction("host.dismiss", "d", "dismiss_switch", "Dismiss", "Hide the finished switch's panel.", "host",
              show=False),
+    UiAction("host.probe", "b", "probe", "Probe",
+             "Benchmark the running layout (TTFT, TPOT, tok/s) after asking: it is production load.", "host",
+             changes_host=True, show=False, palette="layout: probe the running layout"),
+    UiAction("host.explore", "x", "explore", "Explore",
+             "Switch to each picked layout, probe it, compare, and end on the best.", "host",
+             changes_host=True, show=False, palette="layout: explore layouts"),
     UiAction("journal.next_finding", "e", "next_finding", "Next finding",
              "Jump to the next triaged line (OOM, NCCL, traceback, error).", "journal",
              palette="journal: next finding"),
@@ -96,6 +102,12 @@ ACTIONS: tuple[UiAction, ...] = (
     UiAction("confirm.force", "f", "force", "Force", "Switch even though the fit check predicts OOM.",
              "confirm", changes_host=True),
     UiAction("confirm.no", "n,escape", "cancel", "Cancel", "Do not switch.", "confirm"),
+    UiAction("probe.yes", "y", "confirm", "Probe", "Start the probe.", "probe", changes_host=True),
+    UiAction("probe.no", "n,escape", "cancel", "Close", "Close (stops a running probe).", "probe"),
+    UiAction("explore.start", "g", "start", "Start", "Start the explore of the picked layouts.", "explore",
+             changes_host=True),
+    UiAction("explore.close", "escape", "close", "Close",
+             "Close; a running explore stops and leaves a ready layout running.", "explore"),
 )
 
 BY_ID = {a.id: a for a in ACTIONS}

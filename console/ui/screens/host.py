@@ -221,6 +221,23 @@ class HostScreen(ReachesConsole, NotifiesWorkerErrors, Screen[None]):
                 text += f" · rollback to {result.rollback.layout}: {result.rollback.outcome.upper()}"
             self.notify(text, severity="error", timeout=8)
 
+    def action_probe(self) -> None:
+        from console.ui.screens.probe import ProbeScreen
+
+        if self.console.refuse_readonly("probe") or self.switching:
+            return
+        if self.last_view is None or self.last_view.layout is None:
+            self.notify("no layout is running; nothing to probe", severity="warning")
+            return
+        self.app.push_screen(ProbeScreen(self.host, self.service, self.last_view.layout))
+
+    def action_explore(self) -> None:
+        from console.ui.screens.explore import ExploreScreen
+
+        if self.console.refuse_readonly("explore") or self.switching:
+            return
+        self.app.push_screen(ExploreScreen(self.host, self.service))
+
     def action_restart_service(self) -> None:
         self._unit_action("restart")
 

@@ -1,4 +1,4 @@
-"""The layout picker: every layout of the service with GPUs used and the predicted fit."""
+"""The layout picker: every layout of the service with GPUs used, the predicted fit and the last measured tok/s."""
 
 from __future__ import annotations
 
@@ -50,11 +50,11 @@ class LayoutPicker(ReachesConsole, NotifiesWorkerErrors, ModalScreen[tuple[str, 
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
-        for column in ("", "layout", "GPUs", "weights/GPU", "headroom", "fit", "unit"):
+        for column in ("", "layout", "GPUs", "weights/GPU", "headroom", "fit", "measured", "unit"):
             table.add_column(column, key=column or "mark")
         running = self.view.layout if self.view else None
         for lc in self.service.layouts:
-            table.add_row(self._mark(lc.name, running), lc.name, "…", "…", "…", "…", self.service.unit_for(lc),
+            table.add_row(self._mark(lc.name, running), lc.name, "…", "…", "…", "…", "-", self.service.unit_for(lc),
                           key=lc.name)
         if running and self.service.layout(running):
             table.move_cursor(row=[lc.name for lc in self.service.layouts].index(self.service.layout(running).name))
@@ -96,9 +96,35 @@ class LayoutPicker(ReachesConsole, NotifiesWorkerErrors, ModalScreen[tuple[str, 
             color = self.app.theme_variables.get(_VERDICT_VAR.get(verdict, ""), "")
             label = Text(verdict.upper() if verdict in ("oom", "invalid") else verdict, style=f"bold {color}".strip())
             table.update_cell(lc.name, "fit", label, update_width=True)
+        for name, said in self.measured().items():
+            table.update_cell(name, "measured", said, update_width=True)
         readonly = self.console.readonly
         note.update(("read-only: view only.  " if readonly else "Enter: switch (asks first).  ")
                     + "Esc: close.  ▶ running  ✓ last ready.  An OOM verdict needs an explicit force.")
+
+    def measured(self) -> dict[str, str]:
+        """Each layout's last measured tok/s (per user at c=1, aggregate at the top level), from the
+        results history beside the audit log."""
+        from console.ops.results_store import ResultsStore
+        from console.ops.results_table import levels_of
+
+        audit = self.console.audit
+        if audit is None:
+            return {}
+        store = ResultsStore.beside(audit)
+        try:
+            probes = store.probes(host=self.host.name, service=self.service.name)
+        finally:
+            store.close()
+        out = {}
+        for lc in self.service.layouts:
+            levels = levels_of(p.result for p in probes if p.layout == lc.name)
+            if levels:
+                top = max(levels)
+                per_user = levels.get(1, {}).get("per_user_tokens_per_s")
+                head = f"{per_user:.1f}/u " if per_user else ""  # short: the unit column must stay whole
+                out[lc.name] = f"{head}{levels[top].get('output_throughput') or 0:.0f}@c{top}"
+        return out
 
     def _selected(self) -> str | None:
         table = self.query_one(DataTable)

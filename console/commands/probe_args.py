@@ -8,22 +8,7 @@ from pathlib import Path
 
 from console.errors import UsageError
 from console.ops.probe_client import CHAT, COMPLETIONS
-from console.ops.probe_load import ProbeOptions
-
-
-def parse_levels(text: str) -> tuple[int, ...]:
-    """`1,8,32` -> (1, 8, 32).
-
-    Raises:
-        UsageError: not a comma-separated list of positive integers.
-    """
-    try:
-        levels = tuple(int(part) for part in text.split(",") if part.strip())
-    except ValueError:
-        raise UsageError(f"--concurrency {text!r}: give positive integers separated by commas") from None
-    if not levels or min(levels) < 1:
-        raise UsageError(f"--concurrency {text!r}: give positive integers separated by commas")
-    return levels
+from console.ops.probe_load import ProbeOptions, parse_levels
 
 
 def add_probe_options(parser: argparse.ArgumentParser, *, default_concurrency: str = "1") -> None:

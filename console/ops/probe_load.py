@@ -89,6 +89,21 @@ class ProbeOptions:
         )  # fmt: skip
 
 
+def parse_levels(text: str) -> tuple[int, ...]:
+    """`1,8,32` -> (1, 8, 32).
+
+    Raises:
+        UsageError: not a comma-separated list of positive integers.
+    """
+    try:
+        levels = tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        levels = ()
+    if not levels or min(levels) < 1:
+        raise UsageError(f"--concurrency {text!r}: give positive integers separated by commas")
+    return levels
+
+
 def random_prompts(count: int, input_len: int, output_len: int, seed: int) -> list[Prompt]:
     """`count` prompts of about `input_len` tokens each, the same for the same seed."""
     rng = random.Random(seed)

@@ -107,15 +107,23 @@ async def test_the_filter_hint_names_class_traceback() -> None:
         assert "class:traceback" in BY_ID["journal.filter"].tooltip
 
 
+async def gpu_pane_with_data(pilot):
+    """The host screen's GPU pane once its first sample is in."""
+    from console.ui.widgets.gpu_pane import GpuPane
+
+    app = pilot.app
+    assert await settle(pilot, lambda: isinstance(app.screen, HostScreen) and app.screen.query(GpuPane))
+    pane = app.screen.query_one(GpuPane)
+    assert await settle(pilot, lambda: pane.snapshot is not None)
+    return pane
+
+
 async def test_gpu_colours_follow_the_layouts_expected_memory_and_flag_the_unusual() -> None:
     from console.domain.gpu_health import OK, WARN
-    from console.ui.widgets.gpu_pane import GpuPane
 
     app = fixed_app({"demo": "ep8"})
     async with app.run_test(size=(120, 40)) as pilot:
-        assert await settle(pilot, lambda: isinstance(app.screen, HostScreen) and app.screen.query(GpuPane))
-        pane = app.screen.query_one(GpuPane)
-        assert await settle(pilot, lambda: pane.snapshot is not None)
+        pane = await gpu_pane_with_data(pilot)
         pane.set_gpus_in_use(8, 78_500)  # EP8 at 80 %: what the layout reserves, so all green
         assert [v.level for v in pane.verdicts()] == [OK] * 8 and not pane.border_subtitle
         pane.set_gpus_in_use(4, 78_500)  # a layout of 4 GPUs: the other four hold memory they should not
@@ -126,13 +134,9 @@ async def test_gpu_colours_follow_the_layouts_expected_memory_and_flag_the_unusu
 
 
 async def test_processes_take_the_sparklines_place_and_the_pane_keeps_its_height() -> None:
-    from console.ui.widgets.gpu_pane import GpuPane
-
     app = fixed_app({"demo": "ep8"})
     async with app.run_test(size=(100, 30)) as pilot:
-        assert await settle(pilot, lambda: isinstance(app.screen, HostScreen) and app.screen.query(GpuPane))
-        pane = app.screen.query_one(GpuPane)
-        assert await settle(pilot, lambda: pane.snapshot is not None)
+        pane = await gpu_pane_with_data(pilot)
         height = pane.size.height
         await pilot.press("p")
         await pilot.pause()

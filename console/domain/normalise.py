@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from console.domain.models import Finding
+from console.domain.models import Finding, FindingClass
 from console.domain.rank import LineHeader
 
 TRACEBACK_MARKER = "Traceback (most recent call last):"
@@ -148,6 +148,7 @@ class Pending:
     last_len: int
     finding: Finding | None = None
     pieces: int = 1
+    reported: FindingClass | None = None  # the class it was reported as, when it was reported
 
     def extend(self, payload: str, raw_len: int) -> bool:
         """Append a continued line; False when the message is already as long as it may grow."""
@@ -180,6 +181,8 @@ def continues(pending: Pending, header: LineHeader, raw_len: int) -> bool:
         return stripped.startswith("what():")
     if stripped.startswith(_MESSAGE_ENDS) or exception_name(payload) and ": " in payload[:120]:
         return False
+    if is_systemd_line(payload):
+        return False  # systemd's own line about the unit: never the engine's message
     if not header.tagged:
         return True
     return bool(header.stream) and header.stream == pending.stream and header.level is None

@@ -179,18 +179,24 @@ class Triager:
     def _start_pending(
         self, line: str, header: LineHeader, rank: str | None, ts: float | None, block: Block | None, text: str
     ) -> list[Finding]:
-        """Read a message that may continue on the next lines: report it now when it cannot (or
-        needs not) grow, else hold it until a line that does not continue it."""
+        """Read a message that may continue on the next lines. Report it now (a live journal never
+        wraps, and a switch must see the exception at once), and hold it while the next lines may
+        continue it: a wrapped rest may name its class, which is then reported too. Only an OOM whose
+        figures were cut off waits for them before it is reported."""
         level = block.level if block is not None and block.level else header.level
         pending = Pending(header.stream, rank, level, ts, self._count, line, block, text, len(line))
         self._settle(pending)
+        out: list[Finding] = []
+        waits = oom_cut(pending.finding, pending.text) if pending.finding is not None else True
+        if text.startswith("terminate called"):
+            waits = True  # its what() follows at once, and usually names the cause
+        if pending.finding is not None and not waits:
+            self._remember_tail(pending)
+            out = self._report(pending.finding)
+            pending.reported = pending.finding.cls
         if looks_incomplete(pending):
             self._pending = pending
-            return []
-        if pending.finding is None:
-            return []
-        self._remember_tail(pending)
-        return self._report(pending.finding)
+        return out
 
     def _settle(self, pending: Pending) -> None:
         """Classify the message as it stands (it may have grown by a continued line)."""
@@ -217,8 +223,9 @@ class Triager:
                        hint=hint_for(cls), seq=pending.seq)
 
     def _flush(self) -> list[Finding]:
+        """The held message is complete: report it, unless it was reported already as what it is."""
         pending, self._pending = self._pending, None
-        if pending is None or pending.finding is None:
+        if pending is None or pending.finding is None or pending.finding.cls is pending.reported:
             return []
         self._remember_tail(pending)
         return self._report(pending.finding)

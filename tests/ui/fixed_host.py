@@ -131,7 +131,9 @@ def demo_like_host(cfg: HostConfig, *, scenario: str) -> Host:
     tp4 = service.unit_for(service.layout("TP4 EP2"))
     journals = {
         ep8: recorded_journal(ep8, "ep8", T0 - 125.0),
-        tp4: recorded_journal(tp4, "tp4ep2", T0 - 300.0, first_cursor=10_000),
+        # TP4 EP2 died before EP8 came up in `failed`; with EP8 running, its journal is the switch
+        # the card's replay starts now (the pane orders lines by journal time).
+        tp4: recorded_journal(tp4, "tp4ep2", T0 - 300.0 if scenario == "failed" else T0 + 1.0, first_cursor=10_000),
     }
     states: dict[str, UnitState] = {}
     link = LinkStatus(state="up", since=T0 - 3600, last_ok_at=T0)

@@ -40,7 +40,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from console.errors import UsageError
     from console.ops.explore_report import ExploreOptions
-    from console.ops.probe import require_writable
+    from console.ops.guard import require_writable
     from console.ops.probe_load import build_prompts
     from console.ops.results_table import parse_pick
 

@@ -32,7 +32,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from console.ops.probe import require_writable
+    from console.ops.guard import require_writable
     from console.ops.probe_load import build_prompts
 
     options = options_from_args(args)

@@ -16,7 +16,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import aiohttp
 
-from console.config import ConsoleConfig, ServiceConfig
+from console.config import ServiceConfig
 from console.errors import ConsoleError
 from console.ops.probe_client import ProbeClient
 from console.ops.probe_load import ProbeOptions, ProgressSink, build_prompts, run_level, warm_up
@@ -31,23 +31,6 @@ if TYPE_CHECKING:
 
 class ProbeRefused(ConsoleError):
     """The probe cannot run: read-only, nothing ready to probe, or the server will not answer."""
-
-
-def require_writable(config: ConsoleConfig | None, readonly_flag: bool, what: str) -> None:
-    """Refuse an action under read-only (`--readonly`, or `[ui] readonly = true` in hosts.toml).
-
-    Raises:
-        ProbeRefused: read-only holds.
-    """
-    try:  # the shared guard, where the console has one
-        from console.ops.guard import require_writable as shared_guard  # type: ignore[import-not-found]
-    except ImportError:
-        shared_guard = None
-    if shared_guard is not None:
-        shared_guard(config, readonly_flag, what)
-        return
-    if readonly_flag or (config is not None and config.ui.readonly):
-        raise ProbeRefused(f"read-only mode: refusing to {what}")
 
 
 @dataclass(frozen=True, slots=True)

@@ -153,9 +153,19 @@ async def recent_health(probe: Any, states: list[UnitState], *, max_age_s: float
 
 
 async def service_status(
-    host: Host, service: ServiceConfig, *, audit: AuditLog | None = None, snapshot: GpuSnapshot | None = None
+    host: Host,
+    service: ServiceConfig,
+    *,
+    audit: AuditLog | None = None,
+    snapshot: GpuSnapshot | None = None,
+    fresh_health: bool = False,
 ) -> ServiceStatus:
-    """Unit states, active layout, GPUs and health of one service; a failing part sets `error`."""
+    """Unit states, active layout, GPUs and health of one service; a failing part sets `error`.
+
+    Args:
+        fresh_health: probe now even when a ready reading of the same engine is recent (the phase just
+            reached READY, a switch just ended).
+    """
     errors: list[str] = []
     states: list[UnitState] = []
     try:
@@ -167,7 +177,7 @@ async def service_status(
     probe = host.probes.get(service.name)
     if probe is not None:
         try:
-            health = await recent_health(probe, states)
+            health = await recent_health(probe, states, max_age_s=0.0 if fresh_health else READY_PROBE_INTERVAL_S)
         except Exception as exc:
             errors.append(f"health: {exc}")
     if snapshot is None:

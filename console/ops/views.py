@@ -88,9 +88,9 @@ class FitCache:
 
 
 async def service_view(host: Host, service: ServiceConfig, *, fits: FitCache, audit: AuditLog | None = None,
-                       snapshot: GpuSnapshot | None = None) -> ServiceView:
-    """One service's status for the service pane."""
-    status = await service_status(host, service, audit=audit, snapshot=snapshot)
+                       snapshot: GpuSnapshot | None = None, fresh_health: bool = False) -> ServiceView:
+    """One service's status for the service pane (`fresh_health`: probe now, see `service_status`)."""
+    status = await service_status(host, service, audit=audit, snapshot=snapshot, fresh_health=fresh_health)
     state = status.active_state
     unit = status.active_unit
     if state is None:

@@ -45,3 +45,10 @@ async def test_another_engine_or_none_running_is_asked_at_once():
     await recent_health(probe, stopped, max_age_s=60)
     await recent_health(probe, stopped, max_age_s=60)
     assert probe.calls == 4
+
+
+async def test_a_fresh_reading_can_be_asked_for():
+    probe = CountingProbe()
+    await recent_health(probe, EP8, max_age_s=60)
+    await recent_health(probe, EP8, max_age_s=0.0)  # what service_status(fresh_health=True) asks
+    assert probe.calls == 2

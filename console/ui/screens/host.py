@@ -52,8 +52,10 @@ class HostScreen(ReachesConsole, NotifiesWorkerErrors, Screen[None]):
         host, service = self.host, self.service
 
         async def fetch() -> ServiceView:
-            gpu_pane = self.query_one(GpuPane)
-            return await service_view(host, service, fits=fits, audit=audit, snapshot=gpu_pane.snapshot)
+            gpu_pane, service_pane = self.query_one(GpuPane), self.query_one(ServicePane)
+            fresh, service_pane.fresh_health = service_pane.fresh_health, False
+            return await service_view(host, service, fits=fits, audit=audit, snapshot=gpu_pane.snapshot,
+                                      fresh_health=fresh)
 
         yield Header()
         with Horizontal(id="top"):

@@ -62,6 +62,8 @@ class ServicePane(NotifiesWorkerErrors, Widget):
         self.phase_at: float | None = None
         """When the journal last moved the phase: a health sample taken before it may be out of date."""
         self._wake = asyncio.Event()
+        self.fresh_health = False
+        """The next fetch probes health now (poll_now asked; the screen's fetch reads and clears it)."""
         self.error: str | None = None
         self.last_ok_at: float | None = None
         """When the last status without an error arrived (the data's age when the host goes down)."""
@@ -102,6 +104,7 @@ class ServicePane(NotifiesWorkerErrors, Widget):
     def poll_now(self) -> None:
         """Fetch the status (and probe health) now, not at the next interval: the phase reached READY
         or a switch ended, and the last health reading predates that."""
+        self.fresh_health = True
         self._wake.set()
 
     def show(self, view: ServiceView) -> None:

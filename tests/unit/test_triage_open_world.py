@@ -189,6 +189,8 @@ def test_a_key_error_inside_load_weights_is_a_weight_load_error():
          "131072 exceeds the model's maximum (max_position_embeddings=32768"),
         ("OSError: [Errno 28] No space left on device: '/root/.cache/huggingface/hub/tmp'", C.DISK_FULL,
          "Disk full"),
+        ("k26.service: Failed to write the unit's output to the journal: [Errno 28] No space left on device; "
+         "stopping the unit", C.DISK_FULL, "Disk full"),
         ("kernel: NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, GPU has fallen off the bus.", C.GPU_XID, "Xid 79"),
         ("RuntimeError: CUDA error: uncorrectable ECC error encountered", C.GPU_XID, "ECC"),
         ("[rank0]:[E ProcessGroupNCCL.cpp:563] [Rank 0] Watchdog caught collective operation timeout: "

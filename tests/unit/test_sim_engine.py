@@ -302,7 +302,7 @@ def test_memory_another_process_holds_is_not_free(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("flags", "cls", "text"),
     [
-        (["--fail", "nccl"], FindingClass.NCCL,
+        (["--fail", "nccl"], FindingClass.NCCL_TIMEOUT,
          "Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1"),
         (["--fail", "port"], FindingClass.PORT_IN_USE, "[Errno 98] error while attempting to bind on address"),
         (["--fail", "kv"], FindingClass.KV_CACHE_TOO_SMALL,

@@ -26,7 +26,7 @@ async def sim_hosts(tmp_path):
 @pytest.mark.parametrize(
     ("kind", "cls"),
     [
-        ("nccl", FindingClass.NCCL),
+        ("nccl", FindingClass.NCCL_TIMEOUT),  # the simulated failure is a watchdog timeout
         ("port", FindingClass.PORT_IN_USE),
         ("kv", FindingClass.KV_CACHE_TOO_SMALL),
         ("cuda_graph", FindingClass.CUDA_GRAPH),

@@ -188,3 +188,13 @@ async def test_a_long_line_scrolls_a_quarter_of_the_view_per_arrow() -> None:
         await pilot.press("right", "left")
         await pilot.pause()
         assert view.scroll_x == step
+
+
+def test_every_finding_class_has_its_own_marker_and_style() -> None:
+    from console.domain.models import FindingClass
+    from console.ui.widgets.journal_lines import CLASS_STYLE
+
+    assert set(CLASS_STYLE) == set(FindingClass)
+    assert {style for style, _ in CLASS_STYLE.values()} <= {"oom", "nccl", "traceback", "error"}
+    labels = [label for _, label in CLASS_STYLE.values()]
+    assert len(labels) == len(set(labels))  # each class reads differently in the journal

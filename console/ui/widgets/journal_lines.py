@@ -26,6 +26,20 @@ CLASS_STYLE = {
     FindingClass.PORT_IN_USE: ("error", "PORT"),
     FindingClass.ILLEGAL_MEMORY_ACCESS: ("error", "ILLEGAL ACCESS"),
     FindingClass.WEIGHT_LOAD_ERROR: ("error", "WEIGHTS"),
+    FindingClass.NCCL_TIMEOUT: ("nccl", "NCCL TIMEOUT"),
+    FindingClass.HOST_OOM: ("oom", "HOST OOM"),
+    FindingClass.SHM_EXHAUSTED: ("oom", "SHM"),
+    FindingClass.UNSUPPORTED_ARCHITECTURE: ("error", "ARCH"),
+    FindingClass.HF_ACCESS: ("error", "HF ACCESS"),
+    FindingClass.NO_KERNEL_IMAGE: ("error", "NO KERNEL"),
+    FindingClass.QUANTIZATION_UNSUPPORTED: ("error", "QUANT"),
+    FindingClass.SEGFAULT: ("error", "SEGFAULT"),
+    FindingClass.COMPILE_ERROR: ("error", "COMPILE"),
+    FindingClass.CUDA_DRIVER_TOO_OLD: ("error", "DRIVER"),
+    FindingClass.MAX_MODEL_LEN: ("error", "MAX LEN"),
+    FindingClass.DISK_FULL: ("error", "DISK FULL"),
+    FindingClass.GPU_XID: ("error", "XID"),
+    FindingClass.ENGINE_ERROR: ("error", "ERROR"),
 }
 
 

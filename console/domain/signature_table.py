@@ -37,14 +37,13 @@ class Signature:
 SIGNATURES: tuple[Signature, ...] = (
     Signature(C.CUDA_GRAPH, ("Capture cuda graph failed", "CUDA graph capture failed"), known.cuda_graph,
               ("operation not permitted when stream is capturing", "cudaErrorStreamCapture",
-               "a previous error during capture")),
+               "a previous error during capture", "during CUDA graph capture", "cudaStreamCaptureStatusActive")),
     Signature(C.CUDA_OOM, OOM_MARKERS, known.cuda_oom, ("CUBLAS_STATUS_ALLOC_FAILED",)),
-    Signature(C.KV_CACHE_TOO_SMALL, ("is larger than the profiled value",), known.kv_cache, (
+    Signature(C.KV_CACHE_TOO_SMALL, ("is larger than the profiled value", "stored in KV cache"), known.kv_cache, (
         "Not enough memory. Please try to increase --mem-fraction-static",
         "leave no GPU memory for the KV cache",
         "No available memory for the cache blocks",
         "KV cache is needed, which is larger than the available KV cache memory",
-        "larger than the maximum number of tokens that can be stored in KV cache",
         "To serve at least one request with the model",
     )),
     Signature(C.MEMORY_IN_USE, (), known.memory_in_use, ("on startup is less than desired GPU memory",)),
@@ -88,7 +87,8 @@ SIGNATURES: tuple[Signature, ...] = (
                        "ncclRemoteError", "ncclInvalidUsage", "ncclInvalidArgument"), known.nccl,
               ("unhandled cuda error", "unhandled system error", "NCCL communicator was aborted")),
     Signature(C.PORT_IN_USE, ("[Errno 98]", "rror: Address already in use"), known.port_in_use,
-              ("ddress already in use",)),
+              ("ddress already in use", "is used by a process already", "is not available in",
+               "is already in use")),
     Signature(C.SEGFAULT, ("error: Segmentation fault", "Segmentation fault (core dumped)", "segfault at", "SIGSEGV",
                            "Segfault encountered"),
               host.segfault),
@@ -111,7 +111,7 @@ SIGNATURES: tuple[Signature, ...] = (
 GATES: tuple[str, ...] = (
     "rror", "xception", "emory", "ailed", "nccl", "atchdog", "Errno", "SIG", "illed", "apability", "profiled",
     "Main process", "Start request", "sigquit", "terminate", "what():", "dumped", "exit code", "NVRM",
-    "egfault",
+    "egfault", "in KV cache",
 )
 #: Every needle of every signature.
 ALL_NEEDLES: tuple[str, ...] = tuple(dict.fromkeys(n for sig in SIGNATURES for n in sig.needles))

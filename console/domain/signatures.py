@@ -18,6 +18,12 @@ from console.domain.oom import oom_summary, parse_oom
 from console.domain.text import printable
 
 _WATCHDOG = re.compile(r"OpType=(?P<op>\w+).{0,200}?Timeout\(ms\)=(?P<timeout>\d+)\)(?: ran for (?P<ran>\d+))?")
+#: SGLang's and other servers' own words for a taken port: `metrics_port at 40290 is not available in
+#: 30 seconds`, `port=30000 is used by a process already`, `Port 8000 is already in use`.
+_NAMED_PORT = re.compile(
+    r"(?P<name>\b\w{0,30}port)(?: at |=| )(?P<port>\d{1,5})\)? (?:is not available|is used by a process|is already in use)",
+    re.IGNORECASE,
+)
 _PORT = re.compile(r"\('(?P<host>[^']{0,100})', (?P<port>\d{1,5})\)|addr='[a-z]+://(?P<addr>[^']{0,100})'")
 _FREE_ON_DEVICE = re.compile(
     r"\((?P<free>[\d.]+)/(?P<total>[\d.]+) GiB\) on startup is less than desired GPU memory "
@@ -195,8 +201,14 @@ def nccl_timeout(text: str, rank: str | None) -> Reading:
     return Reading("NCCL collective timed out (watchdog)")
 
 
-def port_in_use(text: str, rank: str | None) -> Reading:
-    """The server could not bind its port."""
+def port_in_use(text: str, rank: str | None) -> Reading | None:
+    """The server could not bind its port (or found it taken before binding)."""
+    if "ddress already in use" not in text and "[Errno 98]" not in text:
+        named = _NAMED_PORT.search(text[:2000])
+        if named is None:
+            return None  # "is not available in" / "is already in use" said of something other than a port
+        what = "" if named["name"].lower() == "port" else f" ({clip(named['name'], 40)})"
+        return Reading(f"Port {named['port']}{what} is already in use by another process")
     m = _PORT.search(text)
     if m and m["port"]:
         return Reading(f"Port {m['port']} on {clip(m['host'], 100) or '*'} is already in use")

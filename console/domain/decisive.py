@@ -15,6 +15,7 @@ from dataclasses import replace
 
 from console.domain.catalogue import OPEN, SUMMARY, hint_for, tier_of
 from console.domain.models import Finding, FindingClass
+from console.domain.signatures_host import BARE_KILL_SUMMARY
 
 #: An unexplained exception explains a death only if it was logged at most this many lines before it.
 CAUSE_WINDOW_LINES = 400
@@ -47,6 +48,10 @@ def decisive(findings: Sequence[Finding]) -> Finding | None:
     fatal = [(i, f) for i, f in enumerate(findings) if f.fatal]
     if not fatal:
         return None
+    if fatal[0][1].summary != BARE_KILL_SUMMARY:
+        # A bare `Killed` after the engine already reported a fatal error is that error's end (SGLang
+        # kills its own process tree when a start fails), not a host OOM.
+        fatal = [(i, f) for i, f in fatal if f.summary != BARE_KILL_SUMMARY]
     at, best = min(fatal, key=lambda item: _order(item[1], item[0]))
     if tier_of(best.cls) >= OPEN:
         cause = _earlier_exception(findings, at, best)

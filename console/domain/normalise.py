@@ -20,6 +20,7 @@ from console.domain.models import Finding, FindingClass
 from console.domain.rank import LineHeader
 
 TRACEBACK_MARKER = "Traceback (most recent call last):"
+FRAME_MARKER = 'File "'  # a frame's opening words: `  File "/x/y.py", line 1, in f`
 # The last line of a traceback: `ValueError: msg`, `torch.OutOfMemoryError: ...`, `KeyboardInterrupt`,
 # vLLM's `OutOfMemoryError('CUDA out of memory ...')`.
 _EXCEPTION_LINE = re.compile(r"(?:[A-Za-z_]\w{0,80}\.){0,8}(?P<name>[A-Za-z_]\w{0,80})(?::(?: |$)|\(['\"]|$)")
@@ -57,8 +58,9 @@ def exception_name(payload: str) -> str | None:
 
 
 def is_frame(payload: str) -> bool:
-    """A traceback's frame, source line, caret line or blank line: not its final message."""
-    return not payload.strip() or payload[0] in (" ", "\t")
+    """A traceback's frame, source line, caret line or blank line: not its final message. A frame
+    may have lost its indent (issue trackers and log shippers strip leading blanks)."""
+    return not payload.strip() or payload[0] in (" ", "\t") or payload.startswith(FRAME_MARKER)
 
 
 def is_systemd_line(payload: str) -> bool:
@@ -79,6 +81,8 @@ class Block:
             None when its opening does not say.
         headline: The logger's message just before it (`logger.exception(e)` prints str(e) first).
         weights: Whether a frame is in the weight loader.
+        last_frame: The last `File "..."` line read, to say where a cut-off traceback was.
+        last_at: The line count at its last frame.
         capture: Whether a frame is in a CUDA-graph capture.
         handled: Whether it is a request's error, answered by a running server.
     """
@@ -91,9 +95,15 @@ class Block:
     weights: bool = False
     capture: bool = False
     handled: bool = False
+    last_frame: str = ""
+    last_at: int = 0
 
-    def note_frame(self, payload: str) -> None:
-        """Learn from one frame where the exception was raised."""
+    def note_frame(self, payload: str, seq: int) -> None:
+        """Learn from one frame (line `seq` of the stream) where the exception was raised."""
+        self.last_at = seq
+        frame = payload.lstrip()
+        if frame.startswith(FRAME_MARKER):
+            self.last_frame = frame
         if "load_weights" in payload or "weight_loader" in payload or "load_state_dict" in payload:
             self.weights = True
         if "cuda_graph" in payload or "capture" in payload or "cudagraph" in payload:

@@ -23,6 +23,9 @@ _TERMINATE = re.compile(r"terminate called after throwing an instance of '(?P<ty
 _WORKER_DIED = re.compile(r"(?P<who>Worker[^\n]{0,80}?) died, exit code: (?P<code>-?\d+)")
 _XID = re.compile(r"Xid \((?P<pci>[^)]{1,40})\): (?P<xid>\d+)")
 _KILLED_LINE = re.compile(r"(?:^|\s)(?:\d+ )?Killed(?:\s|$)")
+#: A shell's bare `Killed`: a SIGKILL from anyone. Usually the kernel's OOM killer, but SGLang also
+#: kills its own process tree after a failed start, so an earlier fatal finding explains it (decisive.py).
+BARE_KILL_SUMMARY = "Killed (SIGKILL, usually the kernel's OOM killer: host RAM)"
 #: Signals whose death is a crash; TERM, INT, HUP and QUIT are someone stopping the process.
 _STOP_SIGNALS = frozenset({"TERM", "INT", "HUP", "QUIT"})
 
@@ -54,7 +57,7 @@ def host_oom(text: str, rank: str | None) -> Reading | None:
     if "OOM killer" in text or "oom-kill" in text:
         return Reading("A process was killed by the kernel's OOM killer (host RAM, not GPU)")
     if "Killed" in text:
-        return Reading("Killed (SIGKILL, usually the kernel's OOM killer: host RAM)") if _KILLED_LINE.search(
+        return Reading(BARE_KILL_SUMMARY) if _KILLED_LINE.search(
             text[:200]) and len(text) < 200 else None
     if "exit code 137" in text or "exitcode: 137" in text:
         return Reading("Exited 137 (SIGKILL, usually the OOM killer: host RAM)")

@@ -1,17 +1,10 @@
-"""Failure triage: engine and systemd log lines -> typed findings, and the decisive one.
+"""Failure triage: engine and systemd log lines -> typed findings, and the decisive one (docs/triage.md).
 
-`classify_line` reads one line on its own. `Triager` reads a stream. It normalises each line first
-(console/domain/rank.py strips journald, docker compose, vLLM process, torchrun rank, logger and
-timestamp prefixes, keeping the rank each names), then classifies the message, not its position:
-
-- it follows Python tracebacks (`Traceback (most recent call last):` ... `XxxError: message`, or an
-  excerpt that starts at a frame) and reads the final exception line with the rank that opened the
-  block, the frames it passed (`load_weights`, a CUDA-graph capture) and the context that opened it
-  (`Scheduler hit an exception`, a bare uncaught traceback, a request handler);
-- it rejoins a message that wraps onto untagged lines, and reads C++ `what():` lines;
-- an exception no signature names still ends as a finding: `engine_error` when it ended the
-  process, `traceback` (not fatal) otherwise, until a death makes it the cause (decisive.py);
-- it reports an error repeated by many ranks once per rank, never the same line twice.
+`classify_line` reads one line on its own. `Triager` reads a stream: it strips each line's prefixes
+(rank.py, keeping the rank each names), follows tracebacks to their final exception with the context
+that opened them and the frames they passed (normalise.py), reads the message a traceback's opening
+line carries, rejoins wrapped messages and C++ `what():` lines, names what no signature names
+(open_world.py), and reports each failure once per rank. decisive.py picks the root cause.
 
 Speed: an ordinary line is rejected by plain substring checks (the gates) before any regex runs, so
 the journal pane can classify hundreds of thousands of lines per second (bench/triage_throughput.py).
@@ -21,11 +14,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from console.domain.catalogue import hint_for
-from console.domain.classify import MAX_LINE_CHARS, QUIET_LEVELS, classify_line, finding_of, may_match, quiet
-from console.domain.decisive import as_engine_error, decisive
+from console.domain.classify import MAX_LINE_CHARS, QUIET_LEVELS, classify_line, finding_of, may_match
+from console.domain.decisive import decisive
 from console.domain.models import Engine, Finding, FindingClass
 from console.domain.normalise import (
+    FRAME_MARKER,
     TRACEBACK_MARKER,
     Block,
     Pending,
@@ -37,6 +30,7 @@ from console.domain.normalise import (
     oom_cut,
     opening_context,
 )
+from console.domain.open_world import ended_on, open_world
 from console.domain.rank import LineHeader, parse_rank, split_header
 from console.domain.signatures import clip
 
@@ -47,11 +41,7 @@ _BLOCK_LINES = 400
 _MAX_OPEN_BLOCKS = 64
 # Lines (of any writer) after a traceback's final line that may continue its message.
 _TAIL_LINES = 40
-# A log that ends at most this many lines after an unexplained exception ended with it.
-_END_LINES = 60
 _MAX_HISTORY = 512
-
-
 
 class Triager:
     """Reads a log stream line by line and reports each failure once per rank.
@@ -117,10 +107,10 @@ class Triager:
             out += self._flush()
         payload = header.payload
         if TRACEBACK_MARKER in payload:
-            self._open_block(header, prev)
-            return out
+            block = self._open_block(header, prev)
+            return out + self._opening_message(line, header, block, ts)
         block = self._blocks.get(header.stream)
-        if block is None and payload.startswith('  File "'):
+        if block is None and payload.lstrip().startswith(FRAME_MARKER):
             block = self._open_block(header, None)  # an excerpt that starts inside a traceback
         if block is not None:
             done, found = self._continue_block(block, line, header, ts)
@@ -149,6 +139,16 @@ class Triager:
         self._blocks[header.stream] = block
         return block
 
+    def _opening_message(self, line: str, header: LineHeader, block: Block, ts: float | None) -> list[Finding]:
+        """The message a traceback's opening line carries before the marker: vLLM's `Exception in
+        worker ... while processing method init_device: NCCL error: unhandled system error, Traceback
+        ...` names the cause there, and the traceback may be cut off before its final line."""
+        before = header.payload.split(TRACEBACK_MARKER, 1)[0]
+        if block.handled or len(before) < 12 or not may_match(before):
+            return []
+        finding = finding_of(before.strip(), line, header.rank, header.level, ts, self._count, None)
+        return self._report(finding) if finding is not None and finding.fatal else []
+
     def _expire(self) -> None:
         """Drop tracebacks whose final line never came, and tails that ran out."""
         for stream in [k for k, b in self._blocks.items() if self._count - b.opened_at > _BLOCK_LINES]:
@@ -162,7 +162,7 @@ class Triager:
         """Advance an open traceback; (True, findings) when this line was part of it."""
         payload = header.payload
         if is_frame(payload):
-            block.note_frame(payload)
+            block.note_frame(payload, self._count)
             return True, []
         name = exception_name(payload)
         if name is None:
@@ -203,24 +203,8 @@ class Triager:
         finding = finding_of(pending.text, pending.line, pending.rank, pending.level, pending.ts, pending.seq,
                            pending.block)
         if finding is None:
-            finding = self._open_world(pending)
+            finding = open_world(pending)
         pending.finding = finding
-
-    def _open_world(self, pending: Pending) -> Finding | None:
-        """An exception or a C++ abort that no signature names."""
-        block = pending.block
-        text = pending.text
-        if pending.level in QUIET_LEVELS or quiet(text, None):
-            return None  # a warning with a traceback: quiet
-        if text.startswith("what():") or text.startswith("terminate called"):
-            return Finding(FindingClass.ENGINE_ERROR, pending.line[:MAX_LINE_CHARS],
-                           f"C++ exception: {clip(text.removeprefix('what():'), 150)}", pending.rank, True,
-                           ts=pending.ts, hint=hint_for(FindingClass.ENGINE_ERROR), seq=pending.seq)
-        fatal = block is not None and block.fatal is True
-        cls = FindingClass.ENGINE_ERROR if fatal else FindingClass.TRACEBACK
-        summary = clip(text, 160) if fatal else f"Python exception: {clip(text, 150)}"
-        return Finding(cls, pending.line[:MAX_LINE_CHARS], summary, pending.rank, fatal, ts=pending.ts,
-                       hint=hint_for(cls), seq=pending.seq)
 
     def _flush(self) -> list[Finding]:
         """The held message is complete: report it, unless it was reported already as what it is."""
@@ -276,23 +260,14 @@ class Triager:
 
         Returns:
             The findings this completes: a message still being read, and, when the log holds no fatal
-            finding but ends shortly after an unexplained exception, that exception as `engine_error`.
+            finding, what it ended on (open_world.ended_on): an unexplained exception shortly before
+            the end as `engine_error`, or a traceback cut off inside a capture or the weight loader.
         """
         out = self._flush()
         if any(f.fatal for f in self._history):
             return out
-        candidates = [f for f in self._history if f.cls is FindingClass.TRACEBACK]
-        if self._loose is not None:
-            candidates.append(self._loose)
-        for block in self._blocks.values():
-            if block.headline and not block.handled and block.level not in QUIET_LEVELS:
-                candidates.append(Finding(FindingClass.TRACEBACK, block.headline[:MAX_LINE_CHARS],
-                                          clip(block.headline, 160), block.rank, False, seq=block.opened_at))
-        candidates = [f for f in candidates if f.seq is not None and self._count - f.seq <= _END_LINES]
-        if candidates:
-            last = max(candidates, key=lambda f: f.seq or 0)
-            out += self._report(as_engine_error(last))
-        return out
+        last = ended_on(self._history, self._loose, self._blocks.values(), self._count)
+        return out + self._report(last)
 
     def findings(self) -> list[Finding]:
         """Every finding reported since the last reset, oldest first (the last 512)."""

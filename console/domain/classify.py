@@ -58,11 +58,14 @@ def finding_of(
     """
     found = read_signature(text, rank)
     if found is None:
-        if block is not None and block.weights:
-            return Finding(FindingClass.WEIGHT_LOAD_ERROR, line[:MAX_LINE_CHARS],
-                           f"Weights could not be loaded: {clip(text, 140)}", rank,
-                           not quiet(text, level), ts=ts, hint=hint_for(FindingClass.WEIGHT_LOAD_ERROR), seq=seq)
-        return None
+        # An exception no signature names, raised in the weight loader or a CUDA-graph capture, is
+        # that step failing (`KeyError: 'midlayer...weight'` in load_weights).
+        if block is None or not (block.weights or block.capture):
+            return None
+        cls = FindingClass.WEIGHT_LOAD_ERROR if block.weights else FindingClass.CUDA_GRAPH
+        what = "Weights could not be loaded" if block.weights else "CUDA graph capture failed"
+        return Finding(cls, line[:MAX_LINE_CHARS], f"{what}: {clip(text, 140)}", rank, not quiet(text, level),
+                       ts=ts, hint=hint_for(cls), seq=seq)
     cls, reading = found
     context = reading.context
     if context is None and block is not None and block.capture and cls is not FindingClass.CUDA_GRAPH:

@@ -21,7 +21,10 @@ from console.domain.models import OomFigures
 from console.domain.units import format_bytes, parse_size
 
 #: Substrings that mark a real CUDA out-of-memory text; nothing else is ever read as an OOM.
-OOM_MARKERS = ("CUDA out of memory", "CUDA error: out of memory", "CUDA driver error: out of memory")
+OOM_MARKERS = (
+    "CUDA out of memory", "CUDA error: out of memory", "CUDA driver error: out of memory",
+    "would exceed allowed memory",  # the cudaMallocAsync allocator's `Allocation on device 0 would exceed ...`
+)
 
 _SIZE = r"(\d{1,15}(?:\.\d{1,6})?) ?(bytes|B|KiB|MiB|GiB|TiB)\b"
 

@@ -35,17 +35,17 @@ class Signature:
 
 
 SIGNATURES: tuple[Signature, ...] = (
-    Signature(C.CUDA_GRAPH, ("Capture cuda graph failed", "CUDA graph capture failed"), known.cuda_graph,
+    Signature(C.CUDA_GRAPH, ("Capture cuda graph failed", "Capture CUDA graph failed", "CUDA graph capture failed"),
+              known.cuda_graph,
               ("operation not permitted when stream is capturing", "cudaErrorStreamCapture",
                "a previous error during capture", "during CUDA graph capture", "cudaStreamCaptureStatusActive")),
     Signature(C.CUDA_OOM, OOM_MARKERS, known.cuda_oom, ("CUBLAS_STATUS_ALLOC_FAILED",)),
-    Signature(C.KV_CACHE_TOO_SMALL, ("is larger than the profiled value", "stored in KV cache"), known.kv_cache, (
-        "Not enough memory. Please try to increase --mem-fraction-static",
-        "leave no GPU memory for the KV cache",
-        "No available memory for the cache blocks",
-        "KV cache is needed, which is larger than the available KV cache memory",
-        "To serve at least one request with the model",
-    )),
+    # The engines' own words, whole: a quoted or wrapped message may have lost its `ValueError: `.
+    Signature(C.KV_CACHE_TOO_SMALL, (
+        "is larger than the profiled value", "stored in KV cache",
+        "Not enough memory. Please try to increase --mem-fraction-static", "leave no GPU memory for the KV cache",
+        "No available memory for the cache blocks", "KV cache is needed, which is larger than the available KV cache memory",
+    ), known.kv_cache, ("To serve at least one request with the model",)),
     Signature(C.MEMORY_IN_USE, (), known.memory_in_use, ("on startup is less than desired GPU memory",)),
     Signature(C.MAX_MODEL_LEN, (), env.max_model_len, ("is greater than the derived",)),
     Signature(C.NO_KERNEL_IMAGE, (), env.no_kernel_image, (
@@ -83,7 +83,7 @@ SIGNATURES: tuple[Signature, ...] = (
     Signature(C.DISK_FULL, ("[Errno 28]",), host.disk_full, ("No space left on device", "Disk quota exceeded")),
     Signature(C.NCCL_TIMEOUT, ("Watchdog caught collective operation timeout", "watchdog got stuck"),
               known.nccl_timeout, ("collective operation timeout",)),
-    Signature(C.NCCL, ("NCCL error", "ncclUnhandledCudaError", "ncclSystemError", "ncclInternalError",
+    Signature(C.NCCL, ("NCCL error", "NCCL Error", "ncclUnhandledCudaError", "ncclSystemError", "ncclInternalError",
                        "ncclRemoteError", "ncclInvalidUsage", "ncclInvalidArgument"), known.nccl,
               ("unhandled cuda error", "unhandled system error", "NCCL communicator was aborted")),
     Signature(C.PORT_IN_USE, ("[Errno 98]", "rror: Address already in use"), known.port_in_use,
@@ -93,7 +93,9 @@ SIGNATURES: tuple[Signature, ...] = (
                            "Segfault encountered"),
               host.segfault),
     Signature(C.HOST_OOM, ("killed by the OOM killer", "Out of memory: Killed process", "Killed",
-                           "exit code 137", "MemoryError", "what():  std::bad_alloc", "[Errno 12]"), host.host_oom,
+                           "exit code 137", "MemoryError", "what():  std::bad_alloc", "[Errno 12]",
+                           "DefaultCPUAllocator: not enough memory", "DefaultCPUAllocator: can't allocate memory"),
+              host.host_oom,
               ("Cannot allocate memory",)),
     Signature(C.ENGINE_INIT, ("Initialization failed. warmup error", "Initialization failed. Please see",
                               "EngineCore failed to start", "Engine process failed to start",

@@ -24,6 +24,8 @@ _NAMED_PORT = re.compile(
     r"(?P<name>\b\w{0,30}port)(?: at |=| )(?P<port>\d{1,5})\)? (?:is not available|is used by a process|is already in use)",
     re.IGNORECASE,
 )
+#: torch.distributed's `failed to bind to [::]:29500 (errno: 98 - Address already in use)`.
+_BIND = re.compile(r"bind to (?P<addr>\[?[\w.:]{0,60}?\]?:(?P<port>\d{1,5}))\b")
 _PORT = re.compile(r"\('(?P<host>[^']{0,100})', (?P<port>\d{1,5})\)|addr='[a-z]+://(?P<addr>[^']{0,100})'")
 _FREE_ON_DEVICE = re.compile(
     r"\((?P<free>[\d.]+)/(?P<total>[\d.]+) GiB\) on startup is less than desired GPU memory "
@@ -88,7 +90,7 @@ def cuda_graph(text: str, rank: str | None) -> Reading:
     if "illegal memory access" in text:
         return Reading(illegal_access(text, rank).summary, cls=FindingClass.ILLEGAL_MEMORY_ACCESS,
                        context=FindingClass.CUDA_GRAPH)
-    for marker in ("Capture cuda graph failed", "CUDA graph capture failed"):
+    for marker in ("Capture cuda graph failed", "Capture CUDA graph failed", "CUDA graph capture failed"):
         if marker in text:
             reason = text.split(marker, 1)[1].lstrip(": .")
             return Reading(f"CUDA graph capture failed: {clip(reason, 120) or 'no reason given'}")
@@ -214,6 +216,9 @@ def port_in_use(text: str, rank: str | None) -> Reading | None:
         return Reading(f"Port {m['port']} on {clip(m['host'], 100) or '*'} is already in use")
     if m and m["addr"]:
         return Reading(f"Address {clip(m['addr'], 100)} is already in use")
+    bind = _BIND.search(around(text, "bind to", 0, 80))
+    if bind:
+        return Reading(f"Port {bind['port']} ({clip(bind['addr'], 80)}) is already in use")
     return Reading(f"Address already in use: {clip(text, 120)}")
 
 

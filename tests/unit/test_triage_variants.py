@@ -172,3 +172,33 @@ def test_a_bare_killed_after_a_named_failure_is_its_end_not_a_host_oom():
 def test_a_bare_killed_alone_is_still_a_host_oom():
     f = _decisive(["Loading safetensors checkpoint shards:  40% Completed | 2/5", "Killed"])
     assert f is not None and f.cls is C.HOST_OOM
+
+
+@pytest.mark.parametrize(
+    ("line", "cls", "words"),
+    [
+        ("torch.OutOfMemoryError: Allocation on device 0 would exceed allowed memory. (out of memory)",
+         C.CUDA_OOM, "CUDA OOM"),
+        ("RuntimeError: [enforce fail at alloc_cpu.cpp:117] data. DefaultCPUAllocator: not enough memory: you "
+         "tried to allocate 123 bytes.", C.HOST_OOM, "Host RAM"),
+        ("torch.distributed.DistNetworkError: The server socket has failed to listen on any local network "
+         "address. The server socket has failed to bind to [::]:29500 (errno: 98 - Address already in use).",
+         C.PORT_IN_USE, "Port 29500"),
+        ("To serve at least one request with the model's max seq len (131072), (8.00 GiB KV cache is needed, which "
+         "is larger than the available KV cache memory (2.41 GiB).", C.KV_CACHE_TOO_SMALL, "needs 8.00 GiB"),
+        ("Exception: Capture CUDA graph failed: CUDA error: invalid argument", C.CUDA_GRAPH, "invalid argument"),
+        ("RuntimeError: NCCL Error 2: unhandled system error", C.NCCL, "unhandled system error"),
+    ],
+)
+def test_known_causes_in_other_words(line: str, cls: FindingClass, words: str):
+    f = classify_line(line)
+    assert f is not None and f.cls is cls and f.fatal and words in f.summary
+
+
+def test_an_unnamed_exception_raised_in_a_capture_is_a_cuda_graph_failure():
+    lines = ["[2024-10-22 06:31:49 TP0] Traceback (most recent call last):", *_CAPTURE_FRAMES,
+             "RuntimeError: BatchDecodeWithPagedKVCache failed with error code invalid argument"]
+    f = _decisive(lines)
+    assert f is not None and f.cls is C.CUDA_GRAPH and f.fatal
+    assert f.summary == "CUDA graph capture failed: RuntimeError: BatchDecodeWithPagedKVCache failed with error " \
+                        "code invalid argument"

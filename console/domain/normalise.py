@@ -104,7 +104,9 @@ class Block:
         frame = payload.lstrip()
         if frame.startswith(FRAME_MARKER):
             self.last_frame = frame
-        if "load_weights" in payload or "weight_loader" in payload or "load_state_dict" in payload:
+        if "load_weights" in payload or "weight_loader" in payload or "load_state_dict" in payload or (
+            "_weights_iterator" in payload or "weight_utils.py" in payload
+        ):
             self.weights = True
         if "cuda_graph" in payload or "capture" in payload or "cudagraph" in payload:
             self.capture = True

@@ -46,7 +46,9 @@ SIGNATURES: tuple[Signature, ...] = (
         "Not enough memory. Please try to increase --mem-fraction-static", "leave no GPU memory for the KV cache",
         "No available memory for the cache blocks", "KV cache is needed, which is larger than the available KV cache memory",
     ), known.kv_cache, ("To serve at least one request with the model",)),
-    Signature(C.MEMORY_IN_USE, (), known.memory_in_use, ("on startup is less than desired GPU memory",)),
+    Signature(C.MEMORY_IN_USE, (), known.memory_in_use, (
+        "on startup is less than desired GPU memory", "memory capacity is unbalanced", "Error in memory profiling",
+    )),
     Signature(C.MAX_MODEL_LEN, (), env.max_model_len, ("is greater than the derived",)),
     Signature(C.NO_KERNEL_IMAGE, (), env.no_kernel_image, (
         "no kernel image is available", "cudaErrorNoKernelImageForDevice", "device kernel image is invalid",
@@ -85,7 +87,8 @@ SIGNATURES: tuple[Signature, ...] = (
               known.nccl_timeout, ("collective operation timeout",)),
     Signature(C.NCCL, ("NCCL error", "NCCL Error", "ncclUnhandledCudaError", "ncclSystemError", "ncclInternalError",
                        "ncclRemoteError", "ncclInvalidUsage", "ncclInvalidArgument"), known.nccl,
-              ("unhandled cuda error", "unhandled system error", "NCCL communicator was aborted")),
+              ("unhandled cuda error", "unhandled system error", "NCCL communicator was aborted",
+               "setting up NCCL communicator")),
     Signature(C.PORT_IN_USE, ("[Errno 98]", "rror: Address already in use"), known.port_in_use,
               ("ddress already in use", "is used by a process already", "is not available in",
                "is already in use")),

@@ -40,7 +40,8 @@ _MEM_FRACTION = re.compile(r"--mem-fraction-static[= ](?P<value>\d*\.?\d+)")
 _MEM_FRACTION_MIN = re.compile(r"(?:minimum|at least|>=)\D{0,60}?(?P<value>\d*\.\d+)")
 _FAILED_PROCS = re.compile(r"Failed core proc\(s\): (?P<procs>\{.{0,200}?\})")
 _SAFETENSORS_PATH = re.compile(r"[^\s'\"]{0,300}\.safetensors")
-_NCCL_CODE = re.compile(r"\bnccl[A-Z]\w{0,40}")
+#: NCCL's result codes (`ncclUnhandledCudaError`, `ncclInvalidUsage`), not its other names (`ncclUniqueId`).
+_NCCL_CODE = re.compile(r"\bnccl(?:[A-Z]\w{0,30}Error|Invalid[A-Z]\w{0,20}|InProgress)\b")
 
 _PROFILED = re.compile(r"max_total_tokens=(?P<want>\d+) is larger than the profiled value (?P<got>-\d+)")
 _ARCH = re.compile(r"\bsm_?(?P<sm>\d{2,3}a?)\b")
@@ -138,6 +139,10 @@ def kv_cache(text: str, rank: str | None) -> Reading | None:
 
 def memory_in_use(text: str, rank: str | None) -> Reading:
     """Less GPU memory free at start-up than the engine was told to take."""
+    if "memory capacity is unbalanced" in text:
+        return Reading("GPU memory unbalanced across GPUs at start-up: some GPUs are used by other processes")
+    if "Error in memory profiling" in text:
+        return Reading(f"GPU memory changed while the engine profiled it (another process?): {clip(text, 100)}")
     m = _FREE_ON_DEVICE.search(text)
     if m is None:
         return Reading("GPU memory already in use at start-up (an orphaned VLLM::EngineCore?)")
@@ -189,6 +194,8 @@ def nccl(text: str, rank: str | None) -> Reading:
     for words in ("unhandled cuda error", "unhandled system error", "internal error", "remote process exited"):
         if words in text:
             return Reading(f"NCCL error: {words}")
+    if "setting up NCCL communicator" in text:
+        return Reading(f"NCCL communicator set-up failed: {clip(text.split('got error', 1)[-1].lstrip(': '), 100)}")
     return Reading(f"NCCL error: {clip(text, 120)}")
 
 

@@ -117,6 +117,17 @@ def test_an_exception_raised_in_load_weights_is_a_weight_load_error(frame_indent
     assert error in f.summary
 
 
+def test_an_exception_raised_in_the_safetensors_iterator_is_a_weight_load_error():
+    lines = [
+        "Traceback (most recent call last):",
+        '  File "/x/vllm/model_executor/model_loader/weight_utils.py", line 420, in safetensors_weights_iterator',
+        "    with safe_open(st_file, framework=\"pt\") as f:",
+        "RuntimeError: unexpected EOF",
+    ]
+    f = _decisive(lines)
+    assert f is not None and f.cls is C.WEIGHT_LOAD_ERROR and f.summary.endswith("RuntimeError: unexpected EOF")
+
+
 def test_kv_cache_message_without_its_exception_name_is_named():
     f = classify_line(
         "The model's max seq len (29000) is larger than the maximum number of tokens that can be stored in KV "
@@ -188,6 +199,13 @@ def test_a_bare_killed_alone_is_still_a_host_oom():
          "is larger than the available KV cache memory (2.41 GiB).", C.KV_CACHE_TOO_SMALL, "needs 8.00 GiB"),
         ("Exception: Capture CUDA graph failed: CUDA error: invalid argument", C.CUDA_GRAPH, "invalid argument"),
         ("RuntimeError: NCCL Error 2: unhandled system error", C.NCCL, "unhandled system error"),
+        ("RuntimeError: [1] is setting up NCCL communicator and retrieving ncclUniqueId from [0] via c10d key-value "
+         "store by key '0', but store->get('0') got error: Connection reset by peer", C.NCCL,
+         "set-up failed: Connection reset by peer"),
+        ("ValueError: The memory capacity is unbalanced. Some GPUs may be occupied by other processes.",
+         C.MEMORY_IN_USE, "unbalanced"),
+        ("AssertionError: Error in memory profiling. Initial free memory 70.2 GiB, current free memory 75.0 GiB.",
+         C.MEMORY_IN_USE, "profiled"),
     ],
 )
 def test_known_causes_in_other_words(line: str, cls: FindingClass, words: str):

@@ -101,7 +101,7 @@ class Block:
     def note_frame(self, payload: str, seq: int) -> None:
         """Learn from one frame (line `seq` of the stream) where the exception was raised."""
         self.last_at = seq
-        frame = payload.lstrip()
+        frame = payload[:400].lstrip()  # bounded: a frame line may be 1 MB
         if frame.startswith(FRAME_MARKER):
             self.last_frame = frame
         if "load_weights" in payload or "weight_loader" in payload or "load_state_dict" in payload or (

@@ -110,7 +110,7 @@ class Triager:
             block = self._open_block(header, prev)
             return out + self._opening_message(line, header, block, ts)
         block = self._blocks.get(header.stream)
-        if block is None and payload.lstrip().startswith(FRAME_MARKER):
+        if block is None and payload[:40].lstrip().startswith(FRAME_MARKER):
             block = self._open_block(header, None)  # an excerpt that starts inside a traceback
         if block is not None:
             done, found = self._continue_block(block, line, header, ts)

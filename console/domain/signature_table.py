@@ -76,6 +76,7 @@ SIGNATURES: tuple[Signature, ...] = (
                                     "Error(s) in loading state_dict"), known.weight_load, (
         "size mismatch for", "Attempted to load weight", "Cannot find any model weights",
         "is not divisible by weight quantization block", "There is no module or parameter named",
+        "weights were not initialized from checkpoint", "Missing key(s) in state_dict",
     )),
     Signature(C.COMPILE_ERROR, ("CompilationError", "InductorError", "BackendCompilerFailed",
                                 "LoweringException", "PassManager::run failed"), env.compile_error,

@@ -206,6 +206,8 @@ def test_a_bare_killed_alone_is_still_a_host_oom():
          C.MEMORY_IN_USE, "unbalanced"),
         ("AssertionError: Error in memory profiling. Initial free memory 70.2 GiB, current free memory 75.0 GiB.",
          C.MEMORY_IN_USE, "profiled"),
+        ("ValueError: Following weights were not initialized from checkpoint: {'lm_head.weight'}",
+         C.WEIGHT_LOAD_ERROR, "lm_head.weight"),
     ],
 )
 def test_known_causes_in_other_words(line: str, cls: FindingClass, words: str):

@@ -17,8 +17,10 @@ from dataclasses import dataclass
 _SYSLOG = re.compile(
     r"(?:[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d(?:\.\d+)?"
     r"|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?)"
-    r" (?P<host>\S+) (?P<ident>[^\s\[\]]{1,64}?)(?:\[(?P<pid>\d+)\])?: "
+    r" (?P<host>[^\s:]+) (?P<ident>[^\s\[\]]{1,64}?)(?:\[(?P<pid>\d+)\])?: "
 )
+# (A host name holds no colon: `<time> torch._dynamo.exc.XError: RuntimeError: ...` is a timestamped
+# chained exception, not a syslog line.)
 # journald's identifier alone (`journalctl -o cat` pasted with it, or a trimmed paste): "python[1234]: ".
 _IDENT = re.compile(r"(?P<ident>[A-Za-z_][\w.-]{0,63})\[(?P<pid>\d{1,9})\]: ")
 # docker compose: "vllm-1  | " (the service name, padded, and a bar).

@@ -222,3 +222,11 @@ def test_an_unnamed_exception_raised_in_a_capture_is_a_cuda_graph_failure():
     assert f is not None and f.cls is C.CUDA_GRAPH and f.fatal
     assert f.summary == "CUDA graph capture failed: RuntimeError: BatchDecodeWithPagedKVCache failed with error " \
                         "code invalid argument"
+
+
+def test_a_timestamped_chained_exception_is_not_read_as_a_syslog_line():
+    line = ("2025-10-14T23:59:26.998006749Z torch._dynamo.exc.InternalTorchDynamoError: RuntimeError: Cannot call "
+            "CUDAGeneratorImpl::current_seed during CUDA graph capture.")
+    f = classify_line(line)
+    assert f is not None and f.cls is C.CUDA_GRAPH
+    assert "InternalTorchDynamoError" in Triager().feed(line)[0].line

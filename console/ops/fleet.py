@@ -17,6 +17,7 @@ from typing import Any
 from console.config import FleetConfig, HostConfig
 from console.hosts.prometheus import PrometheusClient, VectorSample
 from console.ops.fleet_query import FIELD_LABEL, HostFigures, fleet_queries
+from console.ops.views import HostSummary
 
 _PORT = re.compile(r":\d+$")
 
@@ -212,3 +213,37 @@ class PrometheusFleet:
 
     async def close(self) -> None:
         await self.client.close()
+
+
+def engines_text(row: FleetRow) -> str:
+    """`12 run · 3 wait · KV 81% · 1,930 tok/s`; "-" for what is not exported, "-" when nothing is."""
+    if all(v is None for v in (row.running_requests, row.waiting_requests, row.kv_cache_usage,
+                               row.generation_tokens_per_s)):
+        return "-"
+
+    def shown(value: object, text: str) -> str:
+        return "-" if value is None else text
+
+    return " · ".join((
+        f"{shown(row.running_requests, str(row.running_requests))} run",
+        f"{shown(row.waiting_requests, str(row.waiting_requests))} wait",
+        f"KV {shown(row.kv_cache_usage, f'{row.kv_cache_usage or 0:.0%}')}",
+        f"{shown(row.generation_tokens_per_s, f'{row.generation_tokens_per_s or 0:,.0f}')} tok/s",
+    ))
+
+
+def fleet_summary(row: FleetRow, now: float) -> HostSummary:
+    """A fleet-screen row from a Prometheus row; `now` is the console's clock, so the screen's age is
+    the row's own. A host with no figures at all is unreachable, with the age it was last seen."""
+    has_data = row.gpus_used_mib is not None or row.running_requests is not None
+    if not has_data:
+        why = row.error or ("not seen in Prometheus" if row.age_s is None else "no fresh series in Prometheus")
+        return HostSummary(row.host, now, reachable=False, error=why, source="prometheus", stale=True,
+                           last_ok_at=None if row.age_s is None else now - row.age_s)
+    targets = f"{row.targets_up}/{row.targets} targets up" if row.targets else "-"
+    return HostSummary(
+        host=row.host, taken_at=now - (row.age_s or 0.0), reachable=True, error=row.error,
+        gpu_used_mib=row.gpus_used_mib, gpu_total_mib=row.gpus_total_mib, gpus_busy=row.gpus_busy,
+        gpu_count=row.gpu_count, health=targets, failed=row.up is False, source="prometheus",
+        stale=row.stale, engines=engines_text(row),
+    )  # fmt: skip

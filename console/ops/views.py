@@ -62,6 +62,12 @@ class HostSummary:
     failed: bool = False
     last_ok_at: float | None = None
     """For an unreachable host: when its connection last worked (from the host's link status)."""
+    source: str = "ssh"
+    """"ssh" (asked over the host's connection) or "prometheus" (read from `[fleet] prometheus`)."""
+    stale: bool | None = None
+    """Whether the data is stale, when the source says (Prometheus data is a scrape interval old)."""
+    engines: str = "-"
+    """The engines' own figures in a few words (from Prometheus)."""
 
 
 class FitCache:

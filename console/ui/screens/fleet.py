@@ -7,6 +7,7 @@ from textual.app import ComposeResult
 from textual.screen import Screen
 from textual.widgets import Footer, Header
 
+from console.ops.fleet import PrometheusFleet, fleet_summary
 from console.ops.views import HostSummary, host_summary
 from console.ui.keys import bindings
 from console.ui.reach import ReachesConsole
@@ -18,6 +19,9 @@ class FleetScreen(ReachesConsole, Screen[None]):
 
     BINDINGS = bindings("fleet")
 
+    prometheus: PrometheusFleet | None = None
+    """With `[fleet] prometheus`: every row from there, and no host is asked over SSH until opened."""
+
     def compose(self) -> ComposeResult:
         app = self.console
         hosts = app.hosts
@@ -25,9 +29,23 @@ class FleetScreen(ReachesConsole, Screen[None]):
         async def fetch(name: str) -> HostSummary:
             return await host_summary(hosts[name], app.clock, audit=app.audit)
 
+        fetch_all = None
+        if app.config.fleet is not None:
+            self.prometheus = prometheus = PrometheusFleet(app.config.fleet, app.config.hosts)
+
+            async def fetch_all() -> list[HostSummary]:
+                rows = await prometheus.rows()
+                now = app.clock()
+                return [fleet_summary(row, now) for row in rows]
+
         yield Header()
-        yield FleetTable(list(hosts), fetch, refresh_s=app.ui_config.refresh_s, clock=app.clock, id="fleet-table")
+        yield FleetTable(list(hosts), fetch, refresh_s=app.ui_config.refresh_s, clock=app.clock, id="fleet-table",
+                         fetch_all=fetch_all)
         yield Footer()
+
+    async def on_unmount(self) -> None:
+        if self.prometheus is not None:
+            await self.prometheus.close()
 
     def on_mount(self) -> None:
         self.title = "serve-console · fleet"
@@ -35,6 +53,9 @@ class FleetScreen(ReachesConsole, Screen[None]):
 
     @on(FleetTable.HostChosen)
     def _open(self, event: FleetTable.HostChosen) -> None:
+        if event.host not in self.console.hosts:  # seen through Prometheus only
+            self.notify(f"{event.host} is not in hosts.toml: add it there to open it", severity="warning")
+            return
         self.console.open_host(event.host)
 
     def action_open_host(self) -> None:

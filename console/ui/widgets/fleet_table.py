@@ -17,7 +17,10 @@ from console.ui.widgets.service_pane import age_text
 from console.ui.worker_errors import NotifiesWorkerErrors
 
 COLUMNS = ("host", "link", "data age", "units", "layout", "GPU memory", "health")
-WIDTHS = (14, 5, 11, 10, 22, 26, 18)
+#: Through Prometheus: no units or layouts (that needs SSH), the engines' own figures instead.
+PROMETHEUS_COLUMNS = ("host", "link", "data age", "engines", "GPU memory", "health")
+WIDTH = {"host": 14, "link": 5, "data age": 11, "units": 10, "layout": 22, "engines": 38, "GPU memory": 26,
+         "health": 18}
 
 
 class FleetTable(NotifiesWorkerErrors, DataTable):
@@ -32,28 +35,52 @@ class FleetTable(NotifiesWorkerErrors, DataTable):
             self.host = host
 
     def __init__(self, hosts: Sequence[str], fetch: Callable[[str], Awaitable[HostSummary]], *,
-                 refresh_s: float, clock: Callable[[], float], id: str | None = None) -> None:
+                 refresh_s: float, clock: Callable[[], float], id: str | None = None,
+                 fetch_all: Callable[[], Awaitable[list[HostSummary]]] | None = None) -> None:
+        """`fetch` asks one host; `fetch_all`, when given, reads every row at once instead (Prometheus),
+        adding rows for hosts it knows that `hosts` does not."""
         super().__init__(id=id, cursor_type="row", zebra_stripes=True)
         self.host_names = list(hosts)
         self.fetch = fetch
+        self.fetch_all = fetch_all
+        self.column_names = PROMETHEUS_COLUMNS if fetch_all is not None else COLUMNS
         self.refresh_s = refresh_s
         self.clock = clock
         self.summaries: dict[str, HostSummary] = {}
         self.last_ok: dict[str, HostSummary] = {}
 
     def on_mount(self) -> None:
-        for name, width in zip(COLUMNS, WIDTHS, strict=True):
-            self.add_column(name, key=name, width=width)
+        for name in self.column_names:
+            self.add_column(name, key=name, width=WIDTH[name])
         for host in self.host_names:
-            self.add_row(host, "connecting", "-", "-", "-", "-", "-", key=host)
+            self._add_host_row(host)
         self.poll()
+
+    def _add_host_row(self, host: str) -> None:
+        self.add_row(host, "connecting", *["-"] * (len(self.column_names) - 2), key=host)
 
     @work(exclusive=True, group="fleet-poll", exit_on_error=False)
     async def poll(self) -> None:
         while True:
             if self.screen.is_current or not self.summaries:
-                await asyncio.gather(*(self._poll_one(h) for h in self.host_names))
+                if self.fetch_all is not None:
+                    await self._poll_all(self.fetch_all)
+                else:
+                    await asyncio.gather(*(self._poll_one(h) for h in self.host_names))
             await asyncio.sleep(self.refresh_s)
+
+    async def _poll_all(self, fetch_all: Callable[[], Awaitable[list[HostSummary]]]) -> None:
+        try:
+            async with asyncio.timeout(max(5.0, 3 * self.refresh_s)):
+                summaries = await fetch_all()
+        except Exception as exc:  # the source is down: every row keeps its last data, marked stale
+            why = str(exc) or type(exc).__name__
+            summaries = [HostSummary(h, self.clock(), reachable=False, error=why) for h in self.host_names]
+        for summary in summaries:
+            if summary.host not in self.host_names:
+                self.host_names.append(summary.host)
+                self._add_host_row(summary.host)
+            self.show(summary)
 
     async def _poll_one(self, host: str) -> None:
         try:
@@ -78,7 +105,10 @@ class FleetTable(NotifiesWorkerErrors, DataTable):
         else:
             age = None if summary.last_ok_at is None else self.clock() - summary.last_ok_at
         stale = not summary.reachable or (age is not None and age > max(3 * self.refresh_s, 5.0))
-        link = Text("up", style=s("fleet--ok")) if summary.reachable else Text("DOWN", style=s("fleet--bad"))
+        if summary.stale is not None:  # the source knows (Prometheus data is up to a scrape interval old)
+            stale = summary.stale or not summary.reachable
+        up_text = "prom" if summary.source == "prometheus" else "up"
+        link = Text(up_text, style=s("fleet--ok")) if summary.reachable else Text("DOWN", style=s("fleet--bad"))
         age_cell = Text(("STALE " if stale else "") + age_text(age), style=s("fleet--warn") if stale else "")
         # A service's units are alternatives (one per layout): "1/4 up" read as three down.
         units = f"{shown.units_active} running" if shown.units_total else "-"
@@ -93,9 +123,10 @@ class FleetTable(NotifiesWorkerErrors, DataTable):
         health = Text(shown.health if not shown.failed else f"FAILED {shown.health}", style=health_style)
         if not summary.reachable:
             health = Text(summary.error or "unreachable", style=s("fleet--bad"))
-        cells = (summary.host, link, age_cell, units, shown.layouts, mem, health)
-        for column, value in zip(COLUMNS, cells, strict=True):
-            self.update_cell(summary.host, column, value)
+        cells = {"host": summary.host, "link": link, "data age": age_cell, "units": units, "layout": shown.layouts,
+                 "engines": shown.engines, "GPU memory": mem, "health": health}
+        for column in self.column_names:
+            self.update_cell(summary.host, column, cells[column])
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         event.stop()

@@ -54,3 +54,23 @@ async def test_rows_come_from_prometheus_and_no_host_is_connected(fleet_promethe
         assert app.screen is not None and app.host_screen(fleet.names[5]) is None
         assert any("not in hosts.toml" in str(n.message) for n in app._notifications)
 
+
+
+async def test_gpu_pane_puts_a_gpus_last_xid_first() -> None:
+    import dataclasses as dc
+
+    from fixed_host import fixed_app
+    from test_first_minutes import gpu_pane_with_data
+
+    app = fixed_app({"demo": "ep8"})
+    async with app.run_test(size=(120, 40)) as pilot:
+        pane = await gpu_pane_with_data(pilot)
+        snap = pane.snapshot
+        gpus = tuple(dc.replace(g, xid=79) if g.index == 3 else g for g in snap.gpus)
+        with_xid = dc.replace(snap, gpus=gpus)
+        app.screen.host.gpus.snapshot = with_xid  # the next polls say the same
+        pane.ingest(with_xid)
+        pane.set_gpus_in_use(4, 78_500)  # GPUs 4-7 hold memory the layout does not use: second place
+        await pilot.pause()
+        assert pane.border_subtitle.startswith("GPU 3 reported Xid 79 (GPU has fallen off the bus)")
+        assert pane.border_subtitle.endswith("(+4 more)")

@@ -12,6 +12,7 @@ from textual.widget import Widget
 
 from console.domain.gpu_health import BAD, IDLE, OK, WARN, GpuVerdict, judge_gpus
 from console.domain.models import GpuProcess, GpuSnapshot
+from console.domain.xid import xid_findings
 from console.hosts.base import Host
 from console.hosts.gpus import GpuHistory
 from console.ui.widgets.polling import poll_forever
@@ -161,7 +162,9 @@ class GpuPane(NotifiesWorkerErrors, Widget, can_focus=False):
         if stale:
             title += f" · STALE, data {age:.0f}s old" if age is not None else " · no data yet"
         self.border_title = title
-        unusual = [f"GPU {v.index}: {v.anomaly}" for v in self.verdicts() if v.anomaly]
+        # A GPU's last Xid (dcgm-exporter) is a hardware finding: it goes before a layout's anomaly.
+        unusual = [f.summary for f in xid_findings(self.snapshot)]
+        unusual += [f"GPU {v.index}: {v.anomaly}" for v in self.verdicts() if v.anomaly]
         note = unusual[0] + (f" (+{len(unusual) - 1} more)" if len(unusual) > 1 else "") if unusual else ""
         self.border_subtitle = (self.error or note) if self.snapshot is not None else ""  # else it is the body
         self.refresh()

@@ -1,6 +1,6 @@
 """The fleet screen with [fleet] prometheus: every row from a real Prometheus (the backfilled fleet of
 tests/fleet_prometheus.py), the engines' figures shown, a gone host DOWN with its age, and no SSH host
-asked anything until it is opened."""
+asked anything until it is opened; and a GPU's last Xid heading the GPU pane's note."""
 
 from __future__ import annotations
 

@@ -83,6 +83,7 @@ class Block:
         weights: Whether a frame is in the weight loader.
         last_frame: The last `File "..."` line read, to say where a cut-off traceback was.
         last_at: The line count at its last frame.
+        wrapped: Whether its last line was long enough to have been wrapped onto the next.
         capture: Whether a frame is in a CUDA-graph capture.
         handled: Whether it is a request's error, answered by a running server.
     """
@@ -97,13 +98,20 @@ class Block:
     handled: bool = False
     last_frame: str = ""
     last_at: int = 0
+    wrapped: bool = False
 
-    def note_frame(self, payload: str, seq: int) -> None:
-        """Learn from one frame (line `seq` of the stream) where the exception was raised."""
+    def note_frame(self, payload: str, seq: int, raw_len: int, *, piece: bool = False) -> None:
+        """Learn from one frame (line `seq` of the stream, `raw_len` long) where the exception was
+        raised; `piece` is the rest of a frame that a terminal or an issue tracker wrapped."""
         self.last_at = seq
+        self.wrapped = raw_len >= WRAP_WIDTH
         frame = payload[:400].lstrip()  # bounded: a frame line may be 1 MB
         if frame.startswith(FRAME_MARKER):
             self.last_frame = frame
+        elif piece:
+            payload = self.last_frame[-60:] + frame  # a name cut mid-word: `load_wei` + `ghts`
+            if len(self.last_frame) < 400:
+                self.last_frame += frame
         if "load_weights" in payload or "weight_loader" in payload or "load_state_dict" in payload or (
             "_weights_iterator" in payload or "weight_utils.py" in payload
         ):

@@ -162,10 +162,13 @@ class Triager:
         """Advance an open traceback; (True, findings) when this line was part of it."""
         payload = header.payload
         if is_frame(payload):
-            block.note_frame(payload, self._count)
+            block.note_frame(payload, self._count, len(line))
             return True, []
         name = exception_name(payload)
         if name is None:
+            if block.wrapped and not header.tagged:
+                block.note_frame(payload, self._count, len(line), piece=True)  # a long frame, wrapped
+                return True, []
             if not header.tagged:
                 del self._blocks[header.stream]  # an untagged line that is no exception: not a traceback
             return False, []  # a line of another rank, logged in between

@@ -230,3 +230,12 @@ def test_a_timestamped_chained_exception_is_not_read_as_a_syslog_line():
     f = classify_line(line)
     assert f is not None and f.cls is C.CUDA_GRAPH
     assert "InternalTorchDynamoError" in Triager().feed(line)[0].line
+
+
+def test_a_wrapped_frame_keeps_its_traceback_and_what_it_names():
+    # The rest of a wrapped frame that holds a gate ("rror") reaches the traceback: it is no message.
+    frame = '  File "/opt/miniconda/envs/sglang/lib/python3.12/site-packages/sglang/srt/models/qwen3.py", line 493, in load_we'
+    lines = ["Traceback (most recent call last):", frame, "ights_with_error_check", "    param = params_dict[name]",
+             "KeyError: 'midlayer.self_attn.qkv_proj.weight'"]
+    f = _decisive(lines)
+    assert f is not None and f.cls is C.WEIGHT_LOAD_ERROR and f.fatal

@@ -10,7 +10,8 @@ stale, a lagging, a down and a restarted host among them. Prometheus runs on loo
 temporary TSDB (not the system service). A refresh is what the fleet screen does: the GPU and engine
 queries at once at the server's now (and, once a minute or when a host's series vanish, the last-seen
 query beside them), every host's row built and turned into its JSON line. Measured per refresh: wall
-time, the console's own CPU time (this process), and the Prometheus server's CPU time (from /proc).
+time, the console's own CPU time (this process), and the Prometheus server's CPU time (from /proc);
+then the TUI's fleet screen on the same server: CPU time of a refresh with every row shown and painted.
 
 Baseline: the SSH path, from bench/fanout.py's cost per host (a status cycle over persistent
 connections, GPUs from the `nvidia-smi -lms` stream), scaled linearly to the same host count. It reads
@@ -88,6 +89,30 @@ async def measure(url: str, server_pid: int, names: list[str], refreshes: int) -
     return out
 
 
+async def measure_tui(url: str, names: list[str], refreshes: int) -> list[float]:
+    """CPU seconds of the fleet screen's refresh: the same read, every row shown, the frame painted."""
+    from console.config.model import ConsoleConfig
+    from console.ui.app import ConsoleApp
+
+    hosts = tuple(HostConfig(name=n) for n in names)
+    config = ConsoleConfig(path=Path("hosts.toml"), hosts=hosts, fleet=FleetConfig(prometheus=url))
+    app = ConsoleApp([], config=config, auto_open=False)  # no Host objects: nothing could open SSH
+    out: list[float] = []
+    async with app.run_test(size=(140, 50)) as pilot:
+        table = app.screen.query_one("#fleet-table")
+        for _ in range(200):
+            await pilot.pause(0.05)
+            if len(table.summaries) >= len(names):
+                break
+        for _ in range(refreshes):
+            before = time.process_time()
+            for summary in await table.fetch_all():
+                table.show(summary)
+            await pilot.pause()  # the repaint
+            out.append(time.process_time() - before)
+    return out
+
+
 def main() -> int:
     if (reason := missing_reason()) is not None:
         sys.exit(f"fleet: {reason}")
@@ -99,6 +124,7 @@ def main() -> int:
         backfill_s = backfill(synthetic, data)
         with prometheus_server(data) as server:
             runs = asyncio.run(measure(server.url, server.pid, synthetic.names, refreshes))
+            runs["tui_cpu"] = asyncio.run(measure_tui(server.url, synthetic.names, max(5, refreshes // 3)))
     med = {k: statistics.median(v) for k, v in runs.items()}
     wall, cpu, server_cpu = med["wall"], med["cpu"], med["server_cpu"]
     base, source = fanout_baseline()
@@ -114,6 +140,8 @@ def main() -> int:
         print(f"  {label:<24} median {med[prefix + 'wall'] * 1000:7.1f} ms (min {min(walls) * 1000:.1f}, "
               f"max {max(walls) * 1000:.1f}); console CPU {med[prefix + 'cpu'] * 1000:.1f} ms, "
               f"Prometheus CPU {med[prefix + 'server_cpu'] * 1000:.1f} ms")
+    print(f"  the TUI's fleet screen (read, {count} rows shown, repaint): console CPU median "
+          f"{med['tui_cpu'] * 1000:.1f} ms per refresh")
     print(f"  stale or down hosts shown as such: {int(runs['stale'][0])}")
     print(f"  SSH path for {count} hosts, from bench/fanout.py ({source}): {per_host_s * 1000:.2f} ms/host "
           f"-> {ssh_s:.2f} s per refresh and {count} SSH connections; ratio {ssh_s / wall:.1f}x "
@@ -125,6 +153,7 @@ def main() -> int:
         "refresh_max_s": round(max(runs["wall"]), 4), "refreshes": len(runs["wall"]), "http_calls_per_refresh": 2,
         "with_seen_refresh_median_s": round(med["seen_wall"], 4), "with_seen_cpu_s": round(med["seen_cpu"], 4),
         "with_seen_server_cpu_s": round(med["seen_server_cpu"], 4), "with_seen_refreshes": len(runs["seen_wall"]),
+        "tui_cpu_s_per_refresh": round(med["tui_cpu"], 4),
         "series": series, "ssh_estimate_s_per_refresh": round(ssh_s, 3), "ratio_vs_ssh": round(ssh_s / wall, 1),
         "seed_ssh_estimate_s_per_refresh": round(seed_s, 1), "ratio_vs_seed": round(seed_s / wall, 0),
         "ssh_baseline": source,

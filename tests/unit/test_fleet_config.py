@@ -211,3 +211,16 @@ def test_match_goes_into_every_selector_and_bad_matchers_are_refused() -> None:
     for bad in ('cluster=gpu', '"x"} or vector(1) or {a="b"', ""):
         with pytest.raises(ConfigError, match="hosts.toml:3: fleet.match: .* is not PromQL label matchers"):
             parse(f"[fleet]\nprometheus = \"http://prom\"\nmatch = '{bad}'\n")
+
+
+def test_fleet_at_without_prometheus_is_a_usage_error(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    config = tmp_path / "hosts.toml"
+    config.write_text(HOST.format(extra=""))
+    proc = subprocess.run([sys.executable, "-m", "console", "--config", str(config), "fleet", "--at", "1"],
+                          capture_output=True, text=True, timeout=60, cwd=Path(__file__).resolve().parents[2])
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.strip().endswith("--at needs a [fleet] prometheus = URL table")
+    assert len(proc.stderr.strip().splitlines()) == 1

@@ -140,13 +140,11 @@ class Triager:
         return block
 
     def _opening_message(self, line: str, header: LineHeader, block: Block, ts: float | None) -> list[Finding]:
-        """The message a traceback's opening line carries before the marker: vLLM's `Exception in
-        worker ... while processing method init_device: NCCL error: unhandled system error, Traceback
-        ...` names the cause there, and the traceback may be cut off before its final line."""
+        """The message before a traceback's marker: vLLM's `Exception in worker ... while processing
+        method init_device: NCCL error: ..., Traceback ...` names the cause there."""
         before = header.payload.split(TRACEBACK_MARKER, 1)[0]
-        if block.handled or len(before) < 12 or not may_match(before):
-            return []
-        finding = finding_of(before.strip(), line, header.rank, header.level, ts, self._count, None)
+        handled = block.handled or len(before) < 12 or not may_match(before)
+        finding = None if handled else finding_of(before.strip(), line, header.rank, header.level, ts, self._count, None)
         return self._report(finding) if finding is not None and finding.fatal else []
 
     def _expire(self) -> None:
@@ -166,8 +164,8 @@ class Triager:
             return True, []
         name = exception_name(payload)
         if name is None:
-            if block.wrapped and not header.tagged:
-                block.note_frame(payload, self._count, len(line), piece=True)  # a long frame, wrapped
+            if not header.tagged and block.wrapped:  # the rest of a long frame, wrapped
+                block.note_frame(payload, self._count, len(line), piece=True)
                 return True, []
             if not header.tagged:
                 del self._blocks[header.stream]  # an untagged line that is no exception: not a traceback
@@ -217,7 +215,7 @@ class Triager:
         self._remember_tail(pending)
         return self._report(pending.finding)
 
-    def _remember_tail(self, pending: Pending) -> None:
+    def _remember_tail(self, pending: Pending) -> None:  # the stream's last class, for its continued lines
         if pending.finding is not None:
             self._tails[pending.stream] = (pending.finding.cls, self._count)
 
@@ -259,7 +257,7 @@ class Triager:
     # -- the end of a log, and its decisive finding -------------------------------------------------
 
     def finish(self) -> list[Finding]:
-        """The log has ended: report what it was still assembling, and name an exception it ended on.
+        """The log has ended: report what it was still assembling, and name what it ended on.
 
         Returns:
             The findings this completes: a message still being read, and, when the log holds no fatal

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from console.domain.models import Finding, FindingClass
-from console.domain.units import format_bytes
+from console.domain.units import GIB, MIB, format_bytes
 from console.ops.events import SwitchResult
 
 BAD, OK = "bad", "ok"
@@ -35,8 +35,17 @@ def failure_kind(result: SwitchResult) -> str:
     return kind.replace("_", " ").upper()
 
 
+def _round_size(n: int | None) -> str:
+    """A size for the one-line headline: whole MiB (`672 MiB`), GiB as PyTorch writes them."""
+    if n is None:
+        return "?"
+    if 100 * MIB <= abs(n) < GIB:
+        return f"{n / MIB:.0f} MiB"
+    return format_bytes(n)
+
+
 def headline(result: SwitchResult) -> str:
-    """The failure in one line: `CUDA OOM · GPU 2 · tried 672.00 MiB · 224.96 MiB free of 94.97 GiB`."""
+    """The failure in one line: `CUDA OOM · GPU 2 · tried 672 MiB · 225 MiB free of 94.97 GiB`."""
     failure = result.failure
     if failure is None:
         return f"{result.outcome.upper()} · {result.reason}" if result.reason else result.outcome.upper()
@@ -45,8 +54,8 @@ def headline(result: SwitchResult) -> str:
         parts = [failure_kind(result)]
         if oom.gpu is not None:
             parts.append(f"GPU {oom.gpu}")
-        parts.append(f"tried {_size(oom.tried_bytes)}")
-        parts.append(f"{_size(oom.free_bytes)} free of {_size(oom.total_bytes)}")
+        parts.append(f"tried {_round_size(oom.tried_bytes)}")
+        parts.append(f"{_round_size(oom.free_bytes)} free of {_round_size(oom.total_bytes)}")
         return " · ".join(parts)
     return f"{failure_kind(result)} · {failure.summary}"
 

@@ -24,6 +24,8 @@ from console.ui.widgets.switch_progress import SwitchPanel
 from console.ui.worker_errors import NotifiesWorkerErrors
 
 CHANGING = changing_actions("host")
+#: Below this many rows a running or finished switch's panel takes the top panes' place.
+SHORT_ROWS = 40
 JOURNAL = scope_actions("journal")
 
 
@@ -71,6 +73,9 @@ class HostScreen(ReachesConsole, NotifiesWorkerErrors, Screen[None]):
         self._set_sub_title()
         self.focus_journal()
 
+    def on_resize(self) -> None:
+        self.set_class(self.size.height < SHORT_ROWS, "-short")
+
     def _set_sub_title(self) -> None:
         self.sub_title = self.service.name + (" · read-only" if self.console.readonly else "")
 
@@ -89,15 +94,15 @@ class HostScreen(ReachesConsole, NotifiesWorkerErrors, Screen[None]):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action in CHANGING and self.console.readonly:
             return False
-        if action == "journal" and isinstance(self.focused, Input):
-            return False  # the filter's text input keeps its keys (`/`, `n`, `e` are text there)
+        if action in ("journal", "back") and isinstance(self.focused, Input):
+            return False  # the filter's text input keeps its keys (`/`, `n`, `e` are text there; Esc closes it)
         return True
 
     # -- data flow between panes ---------------------------------------------------------------------
     @on(ServiceUpdated)
     def _service_updated(self, event: ServiceUpdated) -> None:
         self.last_view = event.view
-        self.query_one(GpuPane).set_gpus_in_use(event.view.gpus_used)
+        self.query_one(GpuPane).set_gpus_in_use(event.view.gpus_used, event.view.expected_mib)
         if not self.switching:
             self.query_one(JournalPane).follow_unit(event.view.unit)
 

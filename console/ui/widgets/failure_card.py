@@ -4,13 +4,20 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from rich.console import Group
+from rich.table import Table
 from rich.text import Text
 from textual.widgets import Static
 
+from console.domain.text import shown
 from console.ops.events import SwitchResult
-from console.ops.failure_rows import failure_kind, failure_rows
+from console.ops.failure_rows import failure_kind, failure_rows, headline
 
 _TONES = {"bad": "card--bad", "ok": "card--ok", "": "card--value"}
+#: Rows a CUDA OOM's headline already says (`CUDA OOM · GPU 2 · tried 672 MiB · 225 MiB free of 94.97 GiB`).
+_IN_OOM_HEADLINE = {"cause", "GPU", "tried", "free", "total"}
+#: Characters of the journal line itself the card keeps (the journal pane has all of it).
+LOG_CHARS = 120
 
 
 class FailureCard(Static):
@@ -26,14 +33,25 @@ class FailureCard(Static):
         self.remove_class("-hidden")
         self.update(self._text(result))
 
-    def _text(self, result: SwitchResult) -> Text:
+    def _text(self, result: SwitchResult) -> Group:
+        """The headline, then a grid of label and value (a long value wraps under itself, not the labels)."""
         s = self.get_component_rich_style
-        out = Text()
+        oom = result.failure is not None and result.failure.oom is not None
+        grid = Table.grid(padding=(0, 1), expand=True)
+        grid.add_column(style=s("card--label"), no_wrap=True, width=9)
+        grid.add_column(ratio=1, overflow="fold")
+        # Every value may quote the host's journal: shown through redaction and the sanitiser.
+        parts: list[Text | Table] = [Text(shown(headline(result)), style=s("card--bad"))]
         for row in failure_rows(result, self.fits_instead):
+            if oom and row.label in _IN_OOM_HEADLINE:
+                continue
             if row.label:
-                out.append(f"{row.label:<10}", style=s("card--label"))
-                out.append(row.value + "\n", style=s(_TONES[row.tone]))
-            else:
-                out.append(row.value, style=s("card--label"))
-        out.rstrip()
-        return out
+                grid.add_row(row.label, Text(shown(row.value), style=s(_TONES[row.tone])))
+            else:  # the journal line itself, unlabelled and cut to a few lines
+                value = shown(row.value)
+                line = value if len(value) <= LOG_CHARS else value[: LOG_CHARS - 1] + "…"
+                parts += [grid, Text(line, style=s("card--label"))]
+                grid = Table.grid()
+        if grid.row_count:
+            parts.append(grid)
+        return Group(*parts)

@@ -199,7 +199,7 @@ class ServicePane(NotifiesWorkerErrors, Widget):
             level = {"ready": "service--ok", "starting": "service--warn"}.get(h.status, "service--bad")
             out.append(h.status, style=s(level))
             detail = [f"HTTP {h.http_status}"] if h.http_status is not None else []
-            if self.health_is_stale(h.taken_at):
+            if self.health_is_stale(h.taken_at, h.status):
                 detail.append(f"{age_text(self.clock() - h.taken_at)} ago")
             if detail:
                 out.append(f" ({', '.join(detail)})")
@@ -214,10 +214,19 @@ class ServicePane(NotifiesWorkerErrors, Widget):
             out.append(phase.value.replace("_", " ").upper(), style=s(level))
         return out
 
-    def health_is_stale(self, taken_at: float) -> bool:
-        """A health reading older than a poll, or taken before the phase last moved, shows its age."""
+    def health_is_stale(self, taken_at: float, status: str | None = None) -> bool:
+        """A health reading older than a poll, or taken before the phase last moved, shows its age.
+
+        A ready engine is probed only every READY_PROBE_INTERVAL_S (ops.status), so its reading is as old
+        as that without being out of date.
+        """
+        from console.ops.status import READY_PROBE_INTERVAL_S
+
+        limit = max(1.5 * self.refresh_s, 2.0)
+        if status == "ready":
+            limit = max(limit, READY_PROBE_INTERVAL_S + self.refresh_s)
         age = self.clock() - taken_at
-        return age > max(1.5 * self.refresh_s, 2.0) or (self.phase_at is not None and taken_at < self.phase_at)
+        return age > limit or (self.phase_at is not None and taken_at < self.phase_at)
 
     def with_view(self, **changes: object) -> None:
         if self.view is not None:

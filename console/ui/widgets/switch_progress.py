@@ -69,6 +69,7 @@ class SwitchPanel(Widget):
         self.border_title = f"switch {service} on {host} → {layout}" + (" (forced)" if force else "")
         self.border_subtitle = ""
         self.set_classes("")
+        self.screen.add_class("-switch-shown")  # a short screen gives the panel the top panes' rows
         self.query_one(FailureCard).add_class("-hidden")
         self.query_one(ProgressBar).update(total=100, progress=0)
         self.query_one("#switch-progress-label", Label).update("shards")
@@ -79,6 +80,7 @@ class SwitchPanel(Widget):
 
     def hide(self) -> None:
         self.add_class("-hidden")
+        self.screen.remove_class("-switch-shown")
 
     def finish(self, result: SwitchResult) -> None:
         """The whole switch ended (with its rollback, if any)."""
@@ -89,6 +91,7 @@ class SwitchPanel(Widget):
         self.outcome = result.outcome
         self.set_class(result.outcome != "ready", "-failed")
         self.set_class(result.outcome == "ready", "-ready")
+        self.add_class("-finished")  # its bar belonged to a start that is over
         if result.outcome != "ready":
             self._show_card(result)
         self._final_result = result
@@ -103,6 +106,9 @@ class SwitchPanel(Widget):
                 self.follow_unit = ev.unit
             if ev.step == "rollback":
                 self.rolling_back_to = ev.layout
+            if ev.step in ("start", "rollback"):  # a new start: the last one's bar (41/64) is not its
+                self.query_one(ProgressBar).update(total=100, progress=0)
+                self.query_one("#switch-progress-label", Label).update("rollback shards" if rollback else "shards")
             if ev.step != "watch":  # "watching journal, state and health" is what every start does
                 self._add(elapsed, "ROLLBACK" if ev.step == "rollback" else ev.step, ev.detail or ev.unit or "",
                           rollback)

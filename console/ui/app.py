@@ -16,8 +16,10 @@ from pathlib import Path
 from textual import work
 from textual.app import App
 from textual.binding import Binding
+from textual.notifications import SeverityLevel
 
 from console.config import ConsoleConfig, UiConfig
+from console.domain.text import shown
 from console.hosts.base import Host
 from console.ops.audit import AuditLog
 from console.ops.status import running_units
@@ -148,7 +150,7 @@ class ConsoleApp(NotifiesWorkerErrors, App[None]):
         """Stop what the demo started (no orphan engines), then close every host."""
 
         self.gc_pauses.restore()
-        if self.stop_started_units and self._units_at_start is not None:
+        if self.stop_started_units and not self.readonly and self._units_at_start is not None:
             with contextlib.suppress(Exception):
                 now = await running_units(self.hosts.values())
                 for host_name, unit in sorted(now - self._units_at_start):
@@ -233,10 +235,17 @@ class ConsoleApp(NotifiesWorkerErrors, App[None]):
         while len(self.screen_stack) > 1:
             self.pop_screen()
 
+    def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information",
+               timeout: float | None = None, markup: bool = True) -> None:
+        """Every notification (errors quote hosts) is shown through the sanitiser and redaction, as plain
+        text: host text can neither drive the terminal nor pass for markup."""
+        kwargs = {} if timeout is None else {"timeout": timeout}
+        super().notify(shown(message), title=shown(title), severity=severity, markup=False, **kwargs)
+
     def refuse_readonly(self, what: str) -> bool:
         """True (and a notification) when read-only mode forbids `what`."""
         if self.readonly:
-            self.notify(f"read-only: {what} refused", severity="warning")
+            self.notify(f"read-only mode: {what} refused", severity="warning")
             return True
         return False
 

@@ -50,7 +50,9 @@ class ConfirmSwitch(ReachesConsole, NotifiesWorkerErrors, ModalScreen[tuple[str,
             yield Static(id="confirm-text")
             with Horizontal(id="confirm-buttons"):
                 yield Button(f"{verb.capitalize()} (y)", id="confirm-yes", variant="primary")
-                yield Button("Force (f)", id="confirm-force", variant="error")
+                force = Button("Force (f)", id="confirm-force", variant="error")
+                force.can_focus = False  # only the f key (or a click) forces: never Enter, never Tab+Enter
+                yield force
                 yield Button("Cancel (n)", id="confirm-no")
 
     def on_mount(self) -> None:
@@ -58,6 +60,7 @@ class ConfirmSwitch(ReachesConsole, NotifiesWorkerErrors, ModalScreen[tuple[str,
             self.notify(f"{self.service.name} has no layout {self.layout_name!r}", severity="error")
             self.dismiss(None)
             return
+        self.query_one("#confirm-no", Button).focus()  # Enter presses the focused button: Cancel
         self._show_text()
         if not self.fit_known:
             self.load_fit()
@@ -120,8 +123,11 @@ class ConfirmSwitch(ReachesConsole, NotifiesWorkerErrors, ModalScreen[tuple[str,
             if f.reason:
                 text.append(f"     {f.reason}\n")
         if self.needs_force:
-            text.append("\nThe fit check predicts this layout will NOT load. ", style=f"bold {err}")
-            text.append("Press f to force it anyway (the switch rolls back to the last ready layout).")
+            text.append("\nThe fit check predicts this layout will NOT load.\n", style=f"bold {err}")
+            stops = f"stops {running} ({self.service.name} stops serving), then " if running else ""
+            text.append(f"Forcing {stops}starts {new_unit}, which is expected to fail; the console then rolls "
+                        "back to the last ready layout, so the outage lasts until that has loaded again.\n")
+            text.append("Press f to force it. Enter and y do not.", style="bold")
         self.query_one("#confirm-text", Static).update(text)
         self.query_one("#confirm-box").set_class(self.needs_force, "-oom")
         self.query_one("#confirm-yes", Button).disabled = self.needs_force or not self.fit_known

@@ -14,7 +14,7 @@ from console.ui.reach import console_app
 
 SCOPE_TITLES = {
     "app": "Everywhere", "fleet": "Fleet overview", "host": "Host screen", "journal": "Journal pane",
-    "picker": "Layout picker", "confirm": "Switch confirmation", "probe": "Probe (b)", "explore": "Explore (x)",
+    "picker": "Layout picker", "confirm": "Confirmations (switch, stop, restart)", "probe": "Probe (b)", "explore": "Explore (x)",
 }
 
 

@@ -252,19 +252,56 @@ class HostScreen(ReachesConsole, NotifiesWorkerErrors, Screen[None]):
         self._unit_action("stop")
 
     def _unit_action(self, verb: str) -> None:
+        """`S` and `R` ask first, naming the unit and the outage; Cancel has the focus."""
+        from console.ui.screens.confirm_unit import ConfirmUnitAction
+
         if self.console.refuse_readonly(f"service {verb}") or self.switching:
             return
-        unit = self.last_view.unit if self.last_view else None
-        if unit is None:
-            self.notify("no unit to act on yet", severity="warning")
+        view = self.last_view
+        if view is None or view.unit is None or view.state is None or not view.state.is_running:
+            self.notify(f"no unit of {self.service.name} is running; nothing to {verb}", severity="warning")
             return
-        self._run_unit_action(verb, unit)
+        unit, layout = view.unit, view.layout
+        self.app.push_screen(ConfirmUnitAction(verb, self.host.name, self.service.name, unit, layout),
+                             lambda go: self._unit_confirmed(verb, unit, layout) if go else None)
+
+    def _unit_confirmed(self, verb: str, unit: str, layout: str | None) -> None:
+        if verb == "stop":
+            self.run_stop()
+            return
+        # A restart is watched like a switch: the panel shows its start, and it ends READY or FAILED.
+        self.switching = True
+        self.query_one(GpuPane).fast = True
+        panel = self.query_one(SwitchPanel)
+        panel.begin(self.host.name, self.service.name, layout or unit, False)
+        panel.border_title = f"restart {self.service.name} on {self.host.name}: {unit}"
+        self.query_one(JournalPane).follow_unit(unit)
+        self.run_restart(layout or unit)
+
+    @work(exclusive=True, group="switch", exit_on_error=False)
+    async def run_restart(self, name: str) -> None:
+        from console.ops.service_control import restart_service
+
+        try:
+            result = await restart_service(self.host, self.service, audit=self.console.audit,
+                                           on_event=lambda ev: self.post_message(SwitchNews(self.host.name, ev)))
+        except Exception as exc:  # shown as a failed card, never a traceback
+            now = time.time()
+            result = SwitchResult(host=self.host.name, service=self.service.name, layout=name, outcome=FAILED,
+                                  reason=str(exc) or type(exc).__name__, started_at=now, verdict_at=now,
+                                  extra={"action": "restart"})
+        self.post_message(SwitchNews(self.host.name, result))
 
     @work(group="unit-action", exit_on_error=False)
-    async def _run_unit_action(self, verb: str, unit: str) -> None:
+    async def run_stop(self) -> None:
+        from console.ops.service_control import NOTHING, STOPPED, stop_service
+
         try:
-            await getattr(self.host.services, verb)(unit)
+            result = await stop_service(self.host, self.service, audit=self.console.audit)
         except Exception as exc:
-            self.notify(f"{verb} {unit} failed: {exc}", severity="error")
-        else:
-            self.notify(f"{verb} {unit}: done", timeout=3)
+            self.notify(f"stop {self.service.name} failed: {exc}", severity="error")
+            return
+        ok = result.outcome in (STOPPED, NOTHING)
+        self.notify(f"{result.outcome.upper()}: {result.reason}", severity="information" if ok else "error",
+                    timeout=6)
+        self.query_one(ServicePane).poll_now()

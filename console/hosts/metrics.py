@@ -18,6 +18,7 @@ from console.domain.models import Engine
 from console.domain.text import printable
 from console.errors import HostError
 from console.hosts.health import HttpHealthProbe
+from console.hosts.prometheus import read_limited
 
 #: A vLLM dump is a few hundred KiB; anything far beyond that is not an engine's /metrics.
 MAX_METRICS_BYTES = 8 * 2**20
@@ -48,7 +49,7 @@ class EngineMetricsReader:
             if resp.status != 200:
                 await resp.read()
                 raise MetricsUnavailable(missing_hint(self.engine, resp.status))
-            body = await resp.content.read(MAX_METRICS_BYTES + 1)
+            body = await read_limited(resp, MAX_METRICS_BYTES)  # content.read(n) stops at what is buffered
             if len(body) > MAX_METRICS_BYTES:
                 raise MetricsUnavailable(f"/metrics is larger than {MAX_METRICS_BYTES // 2**20} MiB")
             return body.decode("utf-8", errors="replace")

@@ -79,3 +79,14 @@ def test_only_http_probes_get_a_reader() -> None:
     assert isinstance(
         metrics_reader(HttpHealthProbe("http://127.0.0.1:1", Engine.VLLM), Engine.VLLM), EngineMetricsReader
     )
+
+
+async def test_a_large_body_is_read_whole(engine_http) -> None:
+    """A vLLM dump of many series is far larger than one read buffer: every series must arrive."""
+    answer, reader = engine_http
+    real = (FIXTURES / "sglang_docs_llama31_8b.prom").read_text()
+    padding = "".join(f"# HELP pad_{i} padding\n# TYPE pad_{i} gauge\npad_{i} {i}\n" for i in range(12000))
+    answer["body"] = padding + real  # about 500 KB, the engine's own series last
+    assert len(answer["body"]) > 400_000
+    scrape = await reader(Engine.SGLANG).scrape()
+    assert scrape.running_requests == 162.0

@@ -1,4 +1,5 @@
-"""Snapshots at 120x40 of the main screen, the picker, the failure card, the fleet and each theme.
+"""Snapshots at 120x40 of the main screen, the picker, the failure card, the fleet and each theme; at 100x30
+and 200x60 of the main screen, the card, the picker, help and processes; the selected OOM line per theme.
 
 The app is the real one, on fixed-data hosts (recorded journals, fixed GPU samples, a frozen
 clock), so every run draws the same screen.
@@ -62,27 +63,33 @@ def test_picker(snap_compare) -> None:
     assert snap_compare(fixed_app({"demo": "ep8"}), terminal_size=SIZE, run_before=run_before)
 
 
-def test_failure_card(snap_compare) -> None:
+async def failure_card_ready(pilot) -> None:
     """The recorded events of a forced TP4 EP2 switch, replayed into the host screen."""
     events = [json.loads(line) for line in (DATA / "switch_tp4ep2_events.jsonl").read_text().splitlines()]
+    await main_screen_ready(pilot)
+    screen = pilot.app.screen
+    panel = screen.query_one(SwitchPanel)
+    screen.switching = True
+    panel.begin("demo", "kimi-k2.6", "TP4 EP2", True, await screen.layouts_that_fit(exclude="TP4 EP2"))
+    journal = screen.query_one("#journal-pane")
+    for event in events[:-1]:
+        screen.post_message(SwitchNews("demo", event_from_json(event)))
+        if event.get("step") == "start" and not event.get("rollback"):
+            # Let the journal pane read the failing unit's journal before the rollback moves it on.
+            await settle(pilot, lambda: journal.unit == "sglang-k26@tp4ep2.service" and journal.received > 150)
+    screen.post_message(SwitchNews("demo", result_from_json(events[-1])))
+    await settle(pilot, lambda: panel.finished)
+    await settle(pilot, lambda: screen.query_one("#journal-pane").unit == "sglang-k26@ep8.service")
+    # The same screen however long the replay took on a loaded machine: the toast gone (as after its
+    # timeout), the journal following its tail.
+    pilot.app.clear_notifications()
+    screen.query_one("#journal-view").set_follow(True)
+    await settle(pilot)
 
-    async def run_before(pilot) -> None:
-        await main_screen_ready(pilot)
-        screen = pilot.app.screen
-        panel = screen.query_one(SwitchPanel)
-        screen.switching = True
-        panel.begin("demo", "kimi-k2.6", "TP4 EP2", True, await screen.layouts_that_fit(exclude="TP4 EP2"))
-        journal = screen.query_one("#journal-pane")
-        for event in events[:-1]:
-            screen.post_message(SwitchNews("demo", event_from_json(event)))
-            if event.get("step") == "start" and not event.get("rollback"):
-                # Let the journal pane read the failing unit's journal before the rollback moves it on.
-                await settle(pilot, lambda: journal.unit == "sglang-k26@tp4ep2.service" and journal.received > 150)
-        screen.post_message(SwitchNews("demo", result_from_json(events[-1])))
-        await settle(pilot, lambda: panel.finished)
-        await settle(pilot, lambda: screen.query_one("#journal-pane").unit == "sglang-k26@ep8.service")
 
-    assert snap_compare(fixed_app({"demo": "ep8"}), terminal_size=SIZE, run_before=run_before)
+def test_failure_card(snap_compare) -> None:
+    """The recorded events of a forced TP4 EP2 switch, replayed into the host screen."""
+    assert snap_compare(fixed_app({"demo": "ep8"}), terminal_size=SIZE, run_before=failure_card_ready)
 
 
 def test_fleet_overview(snap_compare) -> None:
@@ -105,3 +112,50 @@ def test_failed_service_and_dimmed_gpus(snap_compare) -> None:
         await settle(pilot)
 
     assert snap_compare(fixed_app({"demo": "failed"}), terminal_size=SIZE, run_before=run_before)
+
+
+# -- the layout at the sizes operators use: 100x30 (a laptop split), 200x60 (a wide monitor) -------------
+LAYOUT_SIZES = [(100, 30), (200, 60)]
+SIZE_IDS = ["100x30", "200x60"]
+
+
+async def picker_ready(pilot) -> None:
+    await main_screen_ready(pilot)
+    await pilot.press("l")
+    await settle(pilot, lambda: isinstance(pilot.app.screen, LayoutPicker) and pilot.app.screen.fits)
+
+
+async def help_ready(pilot) -> None:
+    from console.ui.screens.help import HelpScreen
+
+    await main_screen_ready(pilot)
+    await pilot.press("question_mark")
+    await settle(pilot, lambda: isinstance(pilot.app.screen, HelpScreen))
+
+
+async def processes_ready(pilot) -> None:
+    await main_screen_ready(pilot)
+    await pilot.press("p")
+    await settle(pilot)
+
+
+async def oom_line_selected(pilot) -> None:
+    """The card's switch, then `e` onto the OOM line: the selection over red text must stay readable."""
+    await failure_card_ready(pilot)
+    await pilot.press("e")
+    await settle(pilot)
+
+
+@pytest.mark.parametrize(
+    "ready",
+    [main_screen_ready, failure_card_ready, picker_ready, help_ready, processes_ready],
+    ids=["main", "card", "picker", "help", "processes"],
+)
+@pytest.mark.parametrize("size", LAYOUT_SIZES, ids=SIZE_IDS)
+def test_layout_holds(snap_compare, size, ready) -> None:
+    assert snap_compare(fixed_app({"demo": "ep8"}), terminal_size=size, run_before=ready)
+
+
+@pytest.mark.parametrize("theme", ["dark", "light", "high-contrast"])
+def test_selected_oom_line_is_readable(snap_compare, theme: str) -> None:
+    assert snap_compare(fixed_app({"demo": "ep8"}, theme=theme), terminal_size=(100, 30), run_before=oom_line_selected)

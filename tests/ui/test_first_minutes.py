@@ -143,3 +143,43 @@ async def test_processes_take_the_sparklines_place_and_the_pane_keeps_its_height
         assert pane.show_processes and pane.size.height == height
         text = screen_text(app)
         assert all(f"pid {4242 + i} python" in text for i in range(8))
+
+
+async def test_a_rollback_starts_a_fresh_shard_bar_and_a_finished_switch_shows_none() -> None:
+    from textual.widgets import ProgressBar
+
+    from console.domain.models import Phase
+    from console.ops.events import ProgressEvent, StepEvent, SwitchResult
+    from console.ui.widgets.switch_progress import SwitchPanel
+
+    app = fixed_app({"demo": "ep8"})
+    async with app.run_test(size=(120, 40)) as pilot:
+        assert await settle(pilot, lambda: isinstance(app.screen, HostScreen))
+        panel = app.screen.query_one(SwitchPanel)
+        panel.begin("demo", "kimi-k2.6", "TP4 EP2", True)
+        panel.on_switch_event(ProgressEvent(layout="TP4 EP2", elapsed_s=15.0, phase=Phase.LOADING_WEIGHTS,
+                                            progress=41 / 64, detail="loading weights 41/64"))
+        bar = panel.query_one(ProgressBar)
+        assert bar.progress > 60
+        panel.on_switch_event(StepEvent(layout="EP8", elapsed_s=0.0, rollback=True, step="rollback",
+                                        detail="rolling back to EP8"))
+        assert bar.progress == 0  # not the failed layout's 41/64 under the rollback's steps
+        panel.finish(SwitchResult(host="demo", service="kimi-k2.6", layout="TP4 EP2", outcome="failed"))
+        await pilot.pause()
+        assert not panel.query_one("#switch-progress-row").display
+
+
+async def test_the_footer_does_not_offer_esc_fleet_while_the_filter_has_focus() -> None:
+    app = fixed_app({"demo": "ep8"})
+    async with app.run_test(size=(120, 40)) as pilot:
+        assert await settle(pilot, lambda: isinstance(app.screen, HostScreen) and app.screen.query(JournalView))
+
+        def footer() -> str:
+            return screen_text(app).splitlines()[-1]
+
+        assert await settle(pilot, lambda: "Fleet" in footer())
+        await pilot.press("slash")
+        assert await settle(pilot, lambda: "Fleet" not in footer())
+        await pilot.press("escape")  # closes the filter, and the screen's Esc is back
+        assert await settle(pilot, lambda: "Fleet" in footer())
+        assert isinstance(app.screen, HostScreen)

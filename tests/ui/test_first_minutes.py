@@ -167,6 +167,10 @@ async def test_a_rollback_starts_a_fresh_shard_bar_and_a_finished_switch_shows_n
         panel.finish(SwitchResult(host="demo", service="kimi-k2.6", layout="TP4 EP2", outcome="failed"))
         await pilot.pause()
         assert not panel.query_one("#switch-progress-row").display
+        assert app.screen.has_class("-switch-shown")  # a failed switch keeps the room on a short screen
+        panel.begin("demo", "kimi-k2.6", "EP8", False)
+        panel.finish(SwitchResult(host="demo", service="kimi-k2.6", layout="EP8", outcome="ready"))
+        assert not app.screen.has_class("-switch-shown")  # a ready one folds: the top panes come back
 
 
 async def test_the_footer_does_not_offer_esc_fleet_while_the_filter_has_focus() -> None:

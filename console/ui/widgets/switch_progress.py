@@ -92,6 +92,8 @@ class SwitchPanel(Widget):
         self.set_class(result.outcome != "ready", "-failed")
         self.set_class(result.outcome == "ready", "-ready")
         self.add_class("-finished")  # its bar belonged to a start that is over
+        # A ready switch folds to its verdict line: the top panes come back; a failed one keeps the room.
+        self.screen.set_class(result.outcome != "ready", "-switch-shown")
         if result.outcome != "ready":
             self._show_card(result)
         self._final_result = result

@@ -28,14 +28,13 @@ def free_port() -> int:
 
 
 def demo_config_on_free_port():
-    """The packaged demo cluster, its service moved to a free loopback port (tests run side by side)."""
+    """The packaged demo cluster, each service moved to a free loopback port (tests run side by side)."""
     from console.config import demo_config_path, load_config
 
     config = load_config(demo_config_path())
-    port = free_port()
     hosts = []
-    for host in config.hosts:
-        services = tuple(dataclasses.replace(s, url=f"http://127.0.0.1:{port}") for s in host.services)
+    for host in config.hosts:  # a port of its own per service: demo-vllm must not probe the Kimi engine
+        services = tuple(dataclasses.replace(s, url=f"http://127.0.0.1:{free_port()}") for s in host.services)
         hosts.append(dataclasses.replace(host, services=services))
     return dataclasses.replace(config, hosts=tuple(hosts))
 

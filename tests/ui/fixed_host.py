@@ -81,9 +81,27 @@ class FixedGpus(SampledGpuSource):
 
 
 
+class FixedMetrics:
+    """The engine's /metrics as one fixed reading (EP8 serving three requests), or a fixed reason."""
+
+    def __init__(self, serving: bool) -> None:
+        self.serving = serving
+
+    async def scrape(self):
+        from console.domain.engine_metrics import EngineScrape
+        from console.hosts.metrics import MetricsUnavailable
+
+        if not self.serving:
+            raise MetricsUnavailable("engine not reachable (connection refused)")
+        return EngineScrape(taken_at=T0, engine="sglang", running_requests=3.0, waiting_requests=0.0,
+                            kv_cache_usage=0.12, prompt_tokens_total=52_410.0, generation_tokens_total=911_204.0,
+                            cache_hit_rate=0.41)
+
+
 class FixedProbe:
     def __init__(self, sample: HealthSample) -> None:
         self.sample = sample
+        self.metrics_reader = FixedMetrics(sample.status == "ready")
 
     async def probe(self) -> HealthSample:
         return self.sample

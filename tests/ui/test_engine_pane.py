@@ -53,7 +53,7 @@ async def test_gauges_and_rates_from_the_engines_own_numbers() -> None:
     async with app.run_test(size=(120, 10)) as pilot:
         assert await settle(pilot, lambda: app.reader.calls >= 3)
         shown = text(app)
-        assert " 162 run" in shown and "2826 wait" in shown and " 28.0% " in shown
+        assert " 162 running" in shown and "2826 waiting" in shown and " 28.0% " in shown
         assert "1000.0 tok/s" in shown  # the counter's rate, not its total
         # SGLang's dump puts most TTFTs above 30 s, but none is new within this minute: no quantile.
         assert "TTFT p50 - p99 -" in shown and "prefix hits 0.8%" in shown
@@ -87,6 +87,6 @@ async def test_missing_series_read_na_and_a_first_scrape_has_no_rate_yet() -> No
     async with app.run_test(size=(120, 10)) as pilot:
         assert await settle(pilot, lambda: app.query_one(EnginePane).figures is not None)
         shown = text(app)
-        assert " n/a run  n/a wait" in shown  # this vLLM dump has no request gauges: not 0
+        assert " n/a running   n/a waiting" in shown  # this vLLM dump has no request gauges: not 0
         assert "   0.0% " in shown and "n/a" in shown.split("gen", 1)[1].split("prompt")[0]
         assert app.query_one(EnginePane).border_title == "engine · vllm"

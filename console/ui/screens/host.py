@@ -1,4 +1,5 @@
-"""A host's screen: service, GPU memory, the switch panel (while one runs) and the journal."""
+"""A host's screen: service, GPU memory, the engine's own numbers, the switch panel (while one runs) and the
+journal."""
 
 from __future__ import annotations
 
@@ -12,11 +13,13 @@ from textual.widgets import Footer, Header, Input
 
 from console.config import ServiceConfig
 from console.hosts.base import Host
+from console.hosts.metrics import metrics_reader
 from console.ops.events import FAILED, PhaseEvent, SwitchResult
 from console.ops.views import ServiceView, service_view
 from console.ui.keys import bindings, changing_actions, scope_actions
 from console.ui.messages import SwitchNews
 from console.ui.reach import ReachesConsole
+from console.ui.widgets.engine_pane import EnginePane
 from console.ui.widgets.gpu_pane import GpuPane
 from console.ui.widgets.journal_pane import JournalPane, PhaseSeen
 from console.ui.widgets.service_pane import ServicePane, ServiceUpdated
@@ -64,6 +67,8 @@ class HostScreen(ReachesConsole, NotifiesWorkerErrors, Screen[None]):
             yield ServicePane(host.name, fetch, refresh_s=ui.refresh_s, clock=clock, busy=lambda: self.switching,
                               id="service-pane")
             yield GpuPane(host, refresh_s=ui.refresh_s, history_s=ui.history_s, clock=clock, id="gpu-pane")
+        yield EnginePane(metrics_reader(host.probes.get(service.name), service.engine), refresh_s=ui.refresh_s,
+                         clock=clock, id="engine-pane")
         yield SwitchPanel(clock=clock, id="switch-panel")
         yield JournalPane(host, engine=service.engine, line_cap=ui.line_cap, id="journal-pane")
         yield Footer()

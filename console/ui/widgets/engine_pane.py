@@ -115,54 +115,42 @@ class EnginePane(NotifiesWorkerErrors, Widget, can_focus=False):
         style = self.get_component_rich_style
         f = self.figures
         if f is None:
-            return Text(
-                f"engine metrics: {self.error or 'waiting for the first scrape…'}",
-                style=style("engine--stale"),
-            )
-        width = max(40, self.content_region.width)
-        spark_w = max(6, min(24, width // 6))
+            return Text(f"engine metrics: {self.error or 'waiting for the first scrape…'}",
+                        style=style("engine--stale"))
+        spark_w = max(6, min(24, self.content_region.width // 6))
         out = Text(no_wrap=True, overflow="crop")
-        label = style("engine--label")
-        # Row 1: requests and the KV cache gauge.
-        out.append("reqs ", style=label)
-        out.append(f"{count_text(f.running_requests):>4} run ", style=style("engine--ok"))
+        label, ok = style("engine--label"), style("engine--ok")
+        last = self.history.scrapes[-1]
+        # Row 1: requests, and the KV cache as a gauge with its history.
+        out.append("requests  ", style=label)
+        out.append(f"{count_text(f.running_requests):>4} running", style=ok)
         waiting = f.waiting_requests
-        out.append(
-            f"{count_text(waiting):>4} wait", style=style("engine--warn" if waiting else "engine--dim")
-        )
-        out.append("   KV ", style=label)
+        out.append(f"  {count_text(waiting):>4} waiting", style=style("engine--warn" if waiting else "engine--dim"))
+        out.append("    KV cache ", style=label)
         if f.kv_cache_usage is None:
             out.append("n/a", style=style("engine--dim"))
         else:
-            level = (
-                "engine--crit"
-                if f.kv_cache_usage >= KV_CRIT
-                else ("engine--warn" if f.kv_cache_usage >= KV_WARN else "engine--ok")
-            )
-            bar_w = max(6, width - 36 - spark_w)
-            filled, empty = bar(f.kv_cache_usage, bar_w)
+            level = "engine--crit" if f.kv_cache_usage >= KV_CRIT else (
+                "engine--warn" if f.kv_cache_usage >= KV_WARN else "engine--ok")
+            filled, empty = bar(f.kv_cache_usage, 24)
             out.append(filled, style=style(level))
             out.append(empty, style=style("engine--empty"))
-            out.append(f" {100 * f.kv_cache_usage:5.1f}% ")
+            out.append(f" {100 * f.kv_cache_usage:5.1f}%  ")
             out.append(sparkline(self.history.series("kv_cache_usage", spark_w), spark_w), style=style(level))
-        # Row 2: token rates and their sparklines.
-        out.append("\ngen  ", style=label)
-        last = self.history.scrapes[-1]
+        # Row 2: token rates and their sparklines (each scaled to its own peak).
+        out.append("\ntokens/s  ", style=label)
+        out.append("gen ", style=label)
         out.append(f"{rate_text(f.generation_tokens_per_s, last.generation_tokens_total is not None):>14} ")
-        gen = scaled(self.history.series("generation_tokens_total", spark_w))
-        out.append(sparkline(gen, spark_w), style=style("engine--ok"))
-        out.append("   prompt ", style=label)
+        out.append(sparkline(scaled(self.history.series("generation_tokens_total", spark_w)), spark_w), style=ok)
+        out.append("    prompt ", style=label)
         out.append(f"{rate_text(f.prompt_tokens_per_s, last.prompt_tokens_total is not None):>14} ")
-        out.append(
-            sparkline(scaled(self.history.series("prompt_tokens_total", spark_w)), spark_w),
-            style=style("engine--ok"),
-        )
-        # Row 3: last minute's latencies and what else the engine exports.
-        out.append("\nTTFT ", style=label)
-        out.append(f"p50 {latency_text(f.ttft_p50_s)} p99 {latency_text(f.ttft_p99_s)}")
-        out.append("   ITL ", style=label)
-        out.append(f"p50 {latency_text(f.itl_p50_s)} p99 {latency_text(f.itl_p99_s)}")
+        out.append(sparkline(scaled(self.history.series("prompt_tokens_total", spark_w)), spark_w), style=ok)
+        # Row 3: the last minute's latencies, then what only some engines export.
+        out.append("\nlatency   ", style=label)
+        out.append(f"TTFT p50 {latency_text(f.ttft_p50_s)} p99 {latency_text(f.ttft_p99_s)}")
+        out.append(" · ", style=label)
+        out.append(f"ITL p50 {latency_text(f.itl_p50_s)} p99 {latency_text(f.itl_p99_s)}")
         extras = extra_figures(f)
         if extras:
-            out.append("   " + " · ".join(extras), style=style("engine--dim"))
+            out.append("    " + " · ".join(extras), style=style("engine--dim"))
         return out

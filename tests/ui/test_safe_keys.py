@@ -159,3 +159,17 @@ async def test_notifications_show_host_text_inert_and_redacted() -> None:
         note = list(app._notifications)[-1]
         assert note.message == "gpu1: start failed: \\x1b]52;c;aGk=\\x07[bold]\\u202eevil api_key=***"
         assert note.markup is False  # `[bold]` from a host is text, not markup
+
+
+async def test_pane_errors_from_a_host_are_inert() -> None:
+    from console.ui.widgets.gpu_pane import GpuPane
+    from console.ui.widgets.service_pane import ServicePane
+
+    app = fixed_app({"demo": "ep8"})
+    async with app.run_test(size=(120, 40)) as pilot:
+        assert await settle(pilot, lambda: isinstance(app.screen, HostScreen) and app.screen.last_view is not None)
+        for pane in (app.screen.query_one(ServicePane), app.screen.query_one(GpuPane)):
+            pane._failed("nvidia-smi failed: \x1b[2J\u009b31m[bold]HF_TOKEN=hf_abcdefghijklmnopqrstuvwx")
+            await pilot.pause(0.05)
+            assert pane.error == "nvidia-smi failed: \\x1b[2J\\x9b31m[bold]HF_TOKEN=***"
+        assert "\\x1b[2J" in screen_text(app) and "[bold]HF_TOKEN=***" in screen_text(app)  # markup shown as text

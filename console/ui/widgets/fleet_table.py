@@ -11,6 +11,7 @@ from textual import work
 from textual.message import Message
 from textual.widgets import DataTable
 
+from console.domain.text import shown as inert
 from console.ops.views import HostSummary
 from console.ui.keys import bindings
 from console.ui.widgets.service_pane import age_text
@@ -122,7 +123,7 @@ class FleetTable(NotifiesWorkerErrors, DataTable):
         health_style = s("fleet--bad") if shown.failed else s("fleet--ok") if shown.health == "ready" else ""
         health = Text(shown.health if not shown.failed else f"FAILED {shown.health}", style=health_style)
         if not summary.reachable:
-            health = Text(summary.error or "unreachable", style=s("fleet--bad"))
+            health = Text(inert(summary.error or "unreachable"), style=s("fleet--bad"))  # host text, made inert
         cells = {"host": summary.host, "link": link, "data age": age_cell, "units": units, "layout": shown.layouts,
                  "engines": shown.engines, "GPU memory": mem, "health": health}
         for column in self.column_names:

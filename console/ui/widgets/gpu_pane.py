@@ -8,10 +8,12 @@ from collections.abc import Callable
 
 from rich.text import Text
 from textual import work
+from textual.markup import escape
 from textual.widget import Widget
 
 from console.domain.gpu_health import BAD, IDLE, OK, WARN, GpuVerdict, judge_gpus
 from console.domain.models import GpuProcess, GpuSnapshot
+from console.domain.text import shown
 from console.domain.xid import xid_findings
 from console.hosts.base import Host
 from console.hosts.gpus import GpuHistory
@@ -116,12 +118,12 @@ class GpuPane(NotifiesWorkerErrors, Widget, can_focus=False):
         self.refresh_stale()
 
     def _failed(self, reason: str) -> None:
-        self.error = reason
+        self.error = shown(reason)  # host text: made inert
         self.refresh_stale()
 
     def ingest(self, snap: GpuSnapshot) -> None:
         """Take one snapshot (also used by tests and the bench to feed fixed data)."""
-        self.error = snap.error if not snap.gpus else None
+        self.error = shown(snap.error) if snap.error is not None and not snap.gpus else None
         if not snap.gpus:
             self.refresh_stale()
             return
@@ -166,7 +168,7 @@ class GpuPane(NotifiesWorkerErrors, Widget, can_focus=False):
         unusual = [f.summary for f in xid_findings(self.snapshot)]
         unusual += [f"GPU {v.index}: {v.anomaly}" for v in self.verdicts() if v.anomaly]
         note = unusual[0] + (f" (+{len(unusual) - 1} more)" if len(unusual) > 1 else "") if unusual else ""
-        self.border_subtitle = (self.error or note) if self.snapshot is not None else ""  # else it is the body
+        self.border_subtitle = escape(self.error or note) if self.snapshot is not None else ""  # else it is the body
         self.refresh()
 
     def get_content_height(self, container, viewport, width: int) -> int:

@@ -8,10 +8,12 @@ from dataclasses import replace
 
 from rich.text import Text
 from textual import work
+from textual.markup import escape
 from textual.message import Message
 from textual.widget import Widget
 
 from console.domain.models import Phase
+from console.domain.text import shown
 from console.ops.views import ServiceView
 from console.ui.widgets.polling import poll_forever
 from console.ui.worker_errors import NotifiesWorkerErrors
@@ -81,7 +83,7 @@ class ServicePane(NotifiesWorkerErrors, Widget):
         )
 
     def _failed(self, reason: str) -> None:
-        self.error = reason  # shown as stale with its reason; the poll goes on
+        self.error = shown(reason)  # shown as stale with its reason (host text: made inert); the poll goes on
         self._restyle()
 
     def _next_wait_s(self) -> float:
@@ -109,7 +111,7 @@ class ServicePane(NotifiesWorkerErrors, Widget):
 
     def show(self, view: ServiceView) -> None:
         """Render a status (tests feed fixed ones through here too)."""
-        self.error = view.error
+        self.error = shown(view.error) if view.error is not None else None
         if view.error is None:
             self.last_ok_at = view.taken_at
         if self.view is not None and view.unit != self.view.unit:
@@ -138,7 +140,7 @@ class ServicePane(NotifiesWorkerErrors, Widget):
         if stale:
             title += f" · STALE, data {age_text(age)} old" if age is not None else " · no data yet"
         self.border_title = title
-        self.border_subtitle = self.error or ""
+        self.border_subtitle = escape(self.error or "")  # a border title is markup: host text is escaped
         self.refresh(layout=True)
 
     def render(self) -> Text:

@@ -29,6 +29,11 @@ def _packaged() -> tuple[str, int]:
     return url.hostname, url.port
 
 
+def kimi_notes(notes: list[str]) -> list[str]:
+    """The notes about the Kimi service (the packaged demo may have other hosts, each with its port)."""
+    return [n for n in notes if n.startswith("demo/kimi-k2.6:")]
+
+
 def _port(config) -> int:
     return urlsplit(config.hosts[0].services[0].url).port
 
@@ -43,7 +48,8 @@ def test_busy_demo_port_moves_to_a_free_one() -> None:
         config, notes = load_demo_config()
         moved = urlsplit(config.hosts[0].services[0].url)
         assert moved.hostname == address and moved.port != port
-        assert len(notes) == 1 and f"port {port} is in use" in notes[0]
+        (note,) = kimi_notes(notes)
+        assert f"port {port} is in use" in note
         with socket.socket() as probe:  # the new port is really free
             probe.bind((moved.hostname, moved.port))
 
@@ -57,8 +63,8 @@ def test_a_busy_port_the_demos_own_engine_holds_is_kept() -> None:
             holder.listen()
         seen = []
         config, notes = load_demo_config(owns_busy_port=lambda h, s: seen.append((h.name, s.name)) or True)
-    assert (_port(config), notes) == (port, [])
-    assert seen == [("demo", "kimi-k2.6")]
+    assert (_port(config), kimi_notes(notes)) == (port, [])
+    assert ("demo", "kimi-k2.6") in seen
 
 
 _HOLDER = """
@@ -82,7 +88,8 @@ def test_a_port_another_demo_reserved_is_never_taken_even_while_nothing_listens(
         config, notes = load_demo_config()
         assert _port(config) != first_port
         if first_port == port:
-            assert len(notes) == 1 and f"port {port} is another demo's on this machine" in notes[0]
+            (note,) = kimi_notes(notes)
+            assert f"port {port} is another demo's on this machine" in note
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", first_port))  # nobody listens there: the reservation did it
     finally:

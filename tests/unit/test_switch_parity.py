@@ -84,8 +84,8 @@ def test_cli_switch_to_the_ready_layout_exits_0_and_says_so(demo_env):  # noqa: 
 @pytest.mark.parametrize("unit", ["nope.service", "sglang-k26@nope.service"])
 def test_tail_of_a_unit_that_is_not_there_is_one_line_and_exit_1(demo_env, unit):  # noqa: F811
     cwd, env = demo_env
-    proc = cli(cwd, env, "tail", "--unit", unit)
+    proc = cli(cwd, env, "tail", "--host", "demo", "--unit", unit)
     assert proc.returncode == 1 and proc.stdout == ""
     assert proc.stderr.count("\n") == 1 and f"no unit '{unit}'" in proc.stderr
     assert "sglang-k26@ep8.service" in proc.stderr  # it names the units there are
-    assert cli(cwd, env, "tail", "--unit", "sglang-k26@ep8.service").returncode == 0  # never ran, but is there
+    assert cli(cwd, env, "tail", "--host", "demo", "--unit", "sglang-k26@ep8.service").returncode == 0  # is there

@@ -129,24 +129,8 @@ def cuda_oom_message(
     )
 
 
-def cuda_oom_lines(
-    *,
-    rank_prefix: str,
-    gpu: int,
-    tried_bytes: int,
-    capacity_bytes: int,
-    free_bytes: int,
-    in_use_bytes: int,
-    allocated_bytes: int,
-    reserved_unallocated_bytes: int,
-    model_type: str,
-    moe_tensor: bool,
-) -> list[str]:
-    """The scheduler's traceback for a CUDA OOM while the model's weights are created."""
-    message = cuda_oom_message(
-        gpu=gpu, tried_bytes=tried_bytes, capacity_bytes=capacity_bytes, free_bytes=free_bytes,
-        in_use_bytes=in_use_bytes, allocated_bytes=allocated_bytes,
-        reserved_unallocated_bytes=reserved_unallocated_bytes)
+def cuda_oom_lines(*, rank_prefix: str, message: str, model_type: str, moe_tensor: bool) -> list[str]:
+    """The scheduler's traceback for a CUDA OOM (`message`, see cuda_oom_message) while weights are created."""
     tail = _MOE_FRAMES if moe_tensor else _DENSE_FRAMES
     frames = _LOAD_FRAMES + _model_frames(model_type, moe_tensor) + tail + [_TORCH_DEVICE_FRAME]
     return _scheduler_exception(rank_prefix, frames, message)

@@ -210,15 +210,18 @@ class Startup:
         self.set_util(0, 3)
         self.sync_ledger()
 
-    def oom_lines(self, event: OomEvent) -> list[str]:
+    def oom_message(self, event: OomEvent, alloc_conf: str = "PYTORCH_CUDA_ALLOC_CONF") -> str:
+        """PyTorch's OOM message with the failing rank's true figures."""
         mem = self.memories[self.ranks.index(event.rank)]
         # PyTorch names the CUDA device, which is not nvidia-smi's index under CUDA_VISIBLE_DEVICES.
-        return failures.cuda_oom_lines(
-            rank_prefix=event.rank.prefix, gpu=event.rank.gpu, tried_bytes=event.tried_bytes,
-            capacity_bytes=mem.capacity_bytes, free_bytes=mem.free_bytes, in_use_bytes=mem.in_use_bytes,
-            allocated_bytes=mem.allocated_bytes,
-            reserved_unallocated_bytes=mem.reserved_unallocated_bytes,
-            model_type=self.spec.model_type, moe_tensor=".experts." in event.tensor_name)
+        return failures.cuda_oom_message(
+            gpu=event.rank.gpu, tried_bytes=event.tried_bytes, capacity_bytes=mem.capacity_bytes,
+            free_bytes=mem.free_bytes, in_use_bytes=mem.in_use_bytes, allocated_bytes=mem.allocated_bytes,
+            reserved_unallocated_bytes=mem.reserved_unallocated_bytes, alloc_conf=alloc_conf)
+
+    def oom_lines(self, event: OomEvent) -> list[str]:
+        return failures.cuda_oom_lines(rank_prefix=event.rank.prefix, message=self.oom_message(event),
+                                       model_type=self.spec.model_type, moe_tensor=".experts." in event.tensor_name)
 
     def shard_count(self) -> int:
         """Checkpoint shards: from an index file next to the config if there is one, else by size."""

@@ -19,7 +19,6 @@ from console.domain.weights import rank_load_plan
 from console.sim import vllm_failures as fail
 from console.sim.clock import SimClock
 from console.sim.engine_args import EngineArgs
-from console.sim.failures import cuda_oom_message
 from console.sim.ledger import ProcLedger
 from console.sim.loading import (
     OomEvent,
@@ -210,17 +209,7 @@ class VllmStartup(Startup):
 
     def report_oom(self, events: list[OomEvent]) -> None:
         for event in events:
-            mem = self.memories[self.ranks.index(event.rank)]
-            message = cuda_oom_message(
-                gpu=event.rank.gpu,
-                tried_bytes=event.tried_bytes,
-                capacity_bytes=mem.capacity_bytes,
-                free_bytes=mem.free_bytes,
-                in_use_bytes=mem.in_use_bytes,
-                allocated_bytes=mem.allocated_bytes,
-                reserved_unallocated_bytes=mem.reserved_unallocated_bytes,
-                alloc_conf="PYTORCH_ALLOC_CONF",
-            )
+            message = self.oom_message(event, alloc_conf="PYTORCH_ALLOC_CONF")
             moe = ".experts." in event.tensor_name
             worker = self.workers[self.ranks.index(event.rank)]
             if worker in self.cores:

@@ -72,7 +72,7 @@ def test_demo_in_tmux_shows_oom_line_and_card(tmp_path: Path) -> None:
         tmux.wait_for("will NOT load")
         tmux("send-keys", "-t", "console", "f")
         screen = tmux.wait_for("FAILED · CUDA OOM", "rollback EP8 READY", timeout_s=60)
-        assert "tried     672.00 MiB" in screen
+        assert "· tried 672 MiB · " in screen  # the card's one-line headline
         tmux("send-keys", "-t", "console", "/")
         tmux.wait_for("filter: regex")  # the filter input is open (its placeholder shows) before we type
         tmux("send-keys", "-t", "console", "-l", "class:oom")

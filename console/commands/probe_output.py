@@ -19,6 +19,10 @@ def _row(name: str, value: object) -> str:
     return f"{name + ':':<40} {text:<10}".rstrip()
 
 
+def _ms(seconds: float | None) -> str:
+    return "n/a" if seconds is None else f"{seconds * 1000:.2f}"
+
+
 def summary_lines(result: ProbeResult) -> list[str]:
     """bench_serving's summary, with vLLM's failed count and TPOT section, for one level."""
     s = result.summary
@@ -60,6 +64,14 @@ def summary_lines(result: ProbeResult) -> list[str]:
         _row("P99 ITL (ms)", s.itl.p99_ms),
         _row("Max ITL (ms)", s.itl.max_ms),
     ]
+    view = result.engine_view
+    if view is not None:  # the engine's own histograms and counters over the same level
+        lines += [
+            _section("Engine's own view (/metrics)"),
+            _row("Engine generation throughput (tok/s)", view.generation_tokens_per_s),
+            _row("Engine P50 / P99 TTFT (ms)", f"{_ms(view.ttft_p50_s)} / {_ms(view.ttft_p99_s)}"),
+            _row("Engine P50 / P99 ITL (ms)", f"{_ms(view.itl_p50_s)} / {_ms(view.itl_p99_s)}"),
+        ]
     if s.truncated:
         lines.append("(--max-duration ended this level early; requests still running were dropped)")
     lines += [f"failed: {e}" for e in s.errors]

@@ -17,7 +17,9 @@ from urllib.parse import urlsplit, urlunsplit
 import aiohttp
 
 from console.config import ServiceConfig
+from console.domain.engine_metrics import EngineFigures, EngineScrape, MetricsHistory
 from console.errors import ConsoleError
+from console.hosts.metrics import MetricsUnavailable, metrics_reader
 from console.ops.probe_client import ProbeClient
 from console.ops.probe_load import ProbeOptions, ProgressSink, build_prompts, run_level, warm_up
 from console.ops.probe_metrics import ProbeSummary
@@ -44,12 +46,15 @@ class ProbeResult:
     model: str
     summary: ProbeSummary
     taken_at: float
+    engine_view: EngineFigures | None = None
+    """The engine's own figures over the level, from its /metrics before and after (None: not read)."""
 
     def to_json(self) -> dict[str, Any]:
-        """The `probe --json` line: who and what, then vLLM's result keys."""
+        """The `probe --json` line: who and what, vLLM's result keys, then the engine's own view."""
         return {"event": "probe", "host": self.host, "service": self.service, "layout": self.layout,
                 "engine": self.engine, "model": self.model, **self.summary.to_json(),
-                "taken_at": round(self.taken_at, 3)}
+                "taken_at": round(self.taken_at, 3),
+                "engine_metrics": self.engine_view.to_json() if self.engine_view else None}
 
 
 async def service_base_url(host: Host, service: ServiceConfig) -> str:
@@ -79,6 +84,26 @@ async def probe_target(host: Host, service: ServiceConfig, audit: AuditLog | Non
         said = sample.error or f"HTTP {sample.http_status}" if sample else "no health probe"
         raise ProbeRefused(f"{host.name}/{service.name}: {unit} is not ready ({said}); probe after READY")
     return layout
+
+
+async def _engine_scrape(reader) -> EngineScrape | None:
+    """One reading of the engine's /metrics beside the probe; None when the engine does not give one."""
+    if reader is None:
+        return None
+    try:
+        return await reader.scrape()
+    except MetricsUnavailable:
+        return None
+
+
+def _engine_view(before: EngineScrape | None, after: EngineScrape | None) -> EngineFigures | None:
+    """The engine's figures between two readings: its own TTFT, ITL and tok/s over the level."""
+    if before is None or after is None:
+        return None
+    history = MetricsHistory()
+    history.add(before)
+    history.add(after)
+    return history.figures(after.taken_at)
 
 
 ResultSink = Callable[[ProbeResult], None]
@@ -118,17 +143,20 @@ async def probe_service(
             raise ProbeRefused(f"{host.name}/{service.name}: {base}/v1/models did not answer: "
                                f"{str(exc) or type(exc).__name__}") from None
         await warm_up(client, options)
+        reader = metrics_reader(host.probes.get(service.name), service.engine)
         for concurrency, rate in options.levels():
             sink: ProgressSink | None = None
             if on_progress is not None:
                 sink = functools.partial(on_progress, concurrency)
             prompts = build_prompts(options, options.prompt_count(concurrency))
+            before = await _engine_scrape(reader)
             summary = await run_level(client, prompts, concurrency=concurrency, request_rate=rate,
                                       seed=options.seed, max_duration_s=options.max_duration_s,
                                       on_progress=sink)
+            engine_view = _engine_view(before, await _engine_scrape(reader))
             result = ProbeResult(host=host.name, service=service.name, layout=layout,
                                  engine=service.engine.value, model=client.model, summary=summary,
-                                 taken_at=time.time())
+                                 taken_at=time.time(), engine_view=engine_view)
             if store is not None:
                 store.add_probe(result, options, explore_id=explore_id)
             if on_result is not None:

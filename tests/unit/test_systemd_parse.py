@@ -189,10 +189,12 @@ async def test_write_file_goes_through_a_temp_file_and_rename():
     mgr = SystemdManager(t)
     await mgr.write_file("/etc/serve-console/sglang-k26.env", "SERVE_CONSOLE_LAYOUT_ARGS=--tp-size 8\n")
     argvs = [c[0] for c in t.calls]
+    path = "/etc/serve-console/sglang-k26.env"
     assert argvs[0] == ("mkdir", "-p", "/etc/serve-console")
-    assert argvs[1][0] == "tee" and argvs[1][1].startswith("/etc/serve-console/sglang-k26.env.serve-console-")
-    assert t.calls[1][1] == "SERVE_CONSOLE_LAYOUT_ARGS=--tp-size 8\n"
-    assert argvs[2] == ("mv", "-f", argvs[1][1], "/etc/serve-console/sglang-k26.env")
+    tmp = argvs[1][-1]  # the old file's mode and owner carry over: the temp file starts as its copy
+    assert argvs[1] == ("cp", "-p", "--", path, tmp) and tmp.startswith(path + ".serve-console-")
+    assert argvs[2] == ("tee", tmp) and t.calls[2][1] == "SERVE_CONSOLE_LAYOUT_ARGS=--tp-size 8\n"
+    assert argvs[3] == ("mv", "-f", tmp, path)
     with pytest.raises(UsageError):
         await mgr.write_file("relative/path", "x")
     with pytest.raises(UsageError):

@@ -107,7 +107,8 @@ class SimEngine:
         generator = Generator(self.args.layout, self.log, startup.ranks[0], metrics,
                               report.max_total_num_tokens, on_load)
         http = EngineHttp(served_name=self.args.served_model_name, model_path=self.args.model_path,
-                          context_len=report.context_len, generator=generator, metrics=metrics, log=self.log)
+                          context_len=report.context_len, generator=generator, metrics=metrics, log=self.log,
+                          metrics_enabled=self.args.enable_metrics)
         await startup.at(startup.t + 0.3)
         self.log.uvicorn("INFO", f"Started server process [{os.getpid()}]")
         self.log.uvicorn("INFO", "Waiting for application startup.")

@@ -56,9 +56,11 @@ class EngineHttp:
     """The aiohttp application and its runner."""
 
     def __init__(self, *, served_name: str, model_path: str, context_len: int, generator: Generator,
-                 metrics: Metrics, log: EngineLog) -> None:
+                 metrics: Metrics, log: EngineLog, metrics_enabled: bool = True) -> None:
         self.served_name, self.model_path, self.context_len = served_name, model_path, context_len
         self.generator, self.metrics, self.log = generator, metrics, log
+        self.metrics_enabled = metrics_enabled
+        """SGLang serves /metrics only with --enable-metrics; without it the route answers 404."""
         self.ready = False
         self.created = int(time.time())
         self.app = web.Application()
@@ -115,6 +117,8 @@ class EngineHttp:
         return web.Response(status=200 if self.ready else 503)
 
     async def metrics_page(self, request: web.Request) -> web.Response:
+        if not self.metrics_enabled:
+            return web.json_response({"detail": "Not Found"}, status=404)
         return web.Response(text=self.metrics.render(self.served_name),
                             content_type="text/plain", charset="utf-8")
 

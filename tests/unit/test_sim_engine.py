@@ -154,7 +154,7 @@ def _running(eng: EngineProcess) -> float:
 def test_ep8_starts_like_sglang_and_serves(tmp_path: Path) -> None:
     ledger = tmp_path / "ledger"
     # The environment's time scale (0.05) overrides --time-scale: at 100 this test would time out.
-    eng = EngineProcess(ledger, "--tp-size", "8", "--ep-size", "8", "--time-scale", "100")
+    eng = EngineProcess(ledger, "--tp-size", "8", "--ep-size", "8", "--time-scale", "100", "--enable-metrics")
     try:
         eng.wait_for("Load weight begin")
         assert http_status(eng.url("/v1/models")) is None, "the port must be refused while loading"
@@ -366,6 +366,16 @@ def test_bad_layouts_fail_with_one_reason(tmp_path: Path) -> None:
     (tmp_path / "a-file").write_text("")
     eng = run_failing(tmp_path / "a-file" / "ledger")
     assert eng.lines[-1].startswith("Error: cannot write the simulated GPU ledger in ")
+
+
+def test_metrics_are_served_only_with_enable_metrics(tmp_path: Path) -> None:
+    eng = EngineProcess(tmp_path / "ledger", "--tp-size", "8", scale=0.02)
+    try:
+        eng.wait_for("The server is fired up and ready to roll!")
+        assert http_status(eng.url("/metrics")) == 404  # as SGLang without --enable-metrics
+        assert http_status(eng.url("/health")) == 200
+    finally:
+        eng.terminate()
 
 
 def test_unknown_sglang_flags_are_named_and_ignored(tmp_path: Path) -> None:

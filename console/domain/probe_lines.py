@@ -14,9 +14,10 @@ from __future__ import annotations
 import re
 from collections.abc import Collection
 
-#: The paths the console's probes ask (health, and /v1/models of a plain OpenAI server). Not
-#: /get_model_info: SGLang's own warm-up asks it, from loopback too, and that line is worth reading.
-PROBE_PATHS = frozenset({"/health", "/health_generate", "/v1/models"})
+#: The paths the console's probes ask (health, /metrics for the engine pane, and /v1/models of a plain
+#: OpenAI server). Not /get_model_info: SGLang's own warm-up asks it, from loopback too, and that line is
+#: worth reading.
+PROBE_PATHS = frozenset({"/health", "/health_generate", "/metrics", "/v1/models"})
 #: Where the console's requests come from unless told otherwise.
 LOOPBACK = frozenset({"127.0.0.1", "::1", "localhost"})
 #: What the console's User-Agent starts with and ends with (health.PROBE_USER_AGENT).

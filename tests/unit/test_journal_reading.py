@@ -16,6 +16,7 @@ from console.hosts.health import PROBE_USER_AGENT
         '[2026-05-26 00:06:20] INFO:     127.0.0.1:40312 - "GET /health HTTP/1.1" 503 Service Unavailable',
         '(APIServer pid=4242) INFO:     127.0.0.1:33002 - "GET /v1/models HTTP/1.1" 200 OK',
         'INFO:     [::1]:51234 - "GET /health_generate HTTP/1.1" 200 OK',
+        '(APIServer pid=4242) INFO:     127.0.0.1:33004 - "GET /metrics HTTP/1.1" 200 OK',  # the engine pane
         # from another address, but it says it is the console (the simulated engine logs agents)
         f'INFO:     10.0.0.7:51234 - "GET /metrics HTTP/1.1" 200 OK "{PROBE_USER_AGENT}"',
     ],

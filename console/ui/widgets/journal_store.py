@@ -99,10 +99,12 @@ class JournalStore:
         longest = 0
         late = False
         last = self._last_ts
+        seq = self.next_seq  # the number each line gets when it goes at the end, as nearly all do
         for text, unit, ts, finding in items:
             text = clean_text(text)
             probe = finding is None and is_probe_line(text)
-            new.append(JournalLine(0, text, unit, ts, finding, probe))
+            new.append(JournalLine(seq, text, unit, ts, finding, probe))
+            seq += 1
             if ts is not None:
                 if last is not None and ts < last:
                     late = True
@@ -126,7 +128,8 @@ class JournalStore:
         seq = self.next_seq
         rows = self.rows
         for i, line in enumerate(new):
-            line = new[i] = line._replace(seq=seq)
+            if line.seq != seq:  # a merge renumbers the lines after the late one
+                line = new[i] = line._replace(seq=seq)
             if line.finding is not None:
                 self.findings.append(seq)
             if rows is not None and self.shows(line):

@@ -58,6 +58,7 @@ class ConsoleApp(NotifiesWorkerErrors, App[None]):
         clock: Callable[[], float] = time.time,
         auto_open: bool = True,
         demo_start: bool = False,
+        demo: bool = False,
         stop_started_units: bool = False,
         notices: Sequence[str] = (),
         screenshot_dir: str | Path | None = None,
@@ -71,6 +72,7 @@ class ConsoleApp(NotifiesWorkerErrors, App[None]):
             clock: wall clock for data ages; tests pass a frozen one.
             auto_open: with a single host, open its screen straight away.
             demo_start: bring the demo's first layout up when nothing runs (the story's first act).
+            demo: this is the demo cluster: open the host of its first layout (the fleet one Esc away).
             stop_started_units: on exit, stop every unit that runs now but did not at start (the demo).
             notices: lines to show as notifications once the app runs (the demo moved to a free port).
             screenshot_dir: where ctrl+s saves its SVG (default: the current directory).
@@ -85,6 +87,7 @@ class ConsoleApp(NotifiesWorkerErrors, App[None]):
         self.fits = FitCache()
         """Predicted fits per layout, read once for the app's life (the service panes show them)."""
         self.auto_open = auto_open
+        self.demo = demo or demo_start
         self.theme_names: list[str] = []
         self._wanted_theme = theme or config.ui.theme
         self.keymap_problems: list[str] = []
@@ -118,7 +121,7 @@ class ConsoleApp(NotifiesWorkerErrors, App[None]):
             self.notify(problem, severity="warning")
         for notice in self.notices:
             self.notify(notice, severity="warning", timeout=10)
-        demo_host = self._demo_host() if self.demo_start else None
+        demo_host = self._demo_host() if self.demo else None
         if self.auto_open and (len(self.hosts) == 1 or demo_host is not None):
             self.open_host(demo_host or next(iter(self.hosts)))  # the fleet stays one Esc away
         if self.stop_started_units or self.demo_start:

@@ -120,7 +120,7 @@ def _run_app(args: argparse.Namespace, config, state_root: Path | None, notes: l
     # Read-only (flag or config) plays the demo without starting or stopping anything.
     readonly = is_readonly(config, args.readonly)
     app = ConsoleApp(hosts, config=config, readonly=readonly, theme=args.theme, audit=audit,
-                     demo_start=args.demo and not readonly and os.environ.get(NO_START_ENV) != "1",
+                     demo_start=args.demo and not readonly and os.environ.get(NO_START_ENV) != "1", demo=args.demo,
                      stop_started_units=args.demo and not readonly, notices=notes,
                      screenshot_dir=getattr(args, "screenshot_dir", None))
     try:

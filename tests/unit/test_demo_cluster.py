@@ -91,7 +91,10 @@ def test_a_port_another_demo_reserved_is_never_taken_even_while_nothing_listens(
             (note,) = kimi_notes(notes)
             assert f"port {port} is another demo's on this machine" in note
         with socket.socket() as probe:
-            probe.bind(("127.0.0.1", first_port))  # nobody listens there: the reservation did it
+            # Nobody listens there: the reservation did it. SO_REUSEADDR, since an engine of an earlier
+            # test may have left the port in TIME_WAIT (a listener would still refuse the bind).
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind(("127.0.0.1", first_port))
     finally:
         first.communicate("\n", timeout=30)
     release_demo_ports()

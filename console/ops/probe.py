@@ -10,8 +10,7 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
 
 import aiohttp
@@ -22,7 +21,7 @@ from console.errors import ConsoleError
 from console.hosts.metrics import MetricsUnavailable, metrics_reader
 from console.ops.probe_client import ProbeClient
 from console.ops.probe_load import ProbeOptions, ProgressSink, build_prompts, run_level, warm_up
-from console.ops.probe_metrics import ProbeSummary
+from console.ops.probe_metrics import ProbeResult
 from console.ops.status import running_layout, unit_states
 
 if TYPE_CHECKING:
@@ -31,30 +30,11 @@ if TYPE_CHECKING:
     from console.ops.results_store import ResultsStore
 
 
+__all__ = ["ProbeRefused", "ProbeResult", "probe_service", "probe_target", "service_base_url"]
+
+
 class ProbeRefused(ConsoleError):
     """The probe cannot run: read-only, nothing ready to probe, or the server will not answer."""
-
-
-@dataclass(frozen=True, slots=True)
-class ProbeResult:
-    """One level of one probe, with what was probed."""
-
-    host: str
-    service: str
-    layout: str | None
-    engine: str
-    model: str
-    summary: ProbeSummary
-    taken_at: float
-    engine_view: EngineFigures | None = None
-    """The engine's own figures over the level, from its /metrics before and after (None: not read)."""
-
-    def to_json(self) -> dict[str, Any]:
-        """The `probe --json` line: who and what, vLLM's result keys, then the engine's own view."""
-        return {"event": "probe", "host": self.host, "service": self.service, "layout": self.layout,
-                "engine": self.engine, "model": self.model, **self.summary.to_json(),
-                "taken_at": round(self.taken_at, 3),
-                "engine_metrics": self.engine_view.to_json() if self.engine_view else None}
 
 
 async def service_base_url(host: Host, service: ServiceConfig) -> str:

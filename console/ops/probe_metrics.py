@@ -19,6 +19,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from console.domain.engine_metrics import EngineFigures
+
 #: Where a request's output-token count came from.
 FROM_USAGE = "usage"
 FROM_CHUNKS = "chunks"
@@ -199,3 +201,25 @@ def summarize(
         errors=tuple(errors),
         truncated=truncated,
     )
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeResult:
+    """One level of one probe, with what was probed."""
+
+    host: str
+    service: str
+    layout: str | None
+    engine: str
+    model: str
+    summary: ProbeSummary
+    taken_at: float
+    engine_view: EngineFigures | None = None
+    """The engine's own figures over the level, from its /metrics before and after (None: not read)."""
+
+    def to_json(self) -> dict[str, Any]:
+        """The `probe --json` line: who and what, vLLM's result keys, then the engine's own view."""
+        return {"event": "probe", "host": self.host, "service": self.service, "layout": self.layout,
+                "engine": self.engine, "model": self.model, **self.summary.to_json(),
+                "taken_at": round(self.taken_at, 3),
+                "engine_metrics": self.engine_view.to_json() if self.engine_view else None}

@@ -89,9 +89,6 @@ class FitCache:
                 self._fits[key] = None
         return self._fits[key]
 
-    def clear(self) -> None:
-        self._fits.clear()
-
 
 async def service_view(host: Host, service: ServiceConfig, *, fits: FitCache, audit: AuditLog | None = None,
                        snapshot: GpuSnapshot | None = None, fresh_health: bool = False) -> ServiceView:

@@ -88,6 +88,8 @@ class ConsoleApp(NotifiesWorkerErrors, App[None]):
         """Predicted fits per layout, read once for the app's life (the service panes show them)."""
         self.auto_open = auto_open
         self.demo = demo or demo_start
+        self.demo_host = self._demo_host() if self.demo else None
+        """The demo's host of its first layout (opened at start, brought up by `demo_start`), else None."""
         self.theme_names: list[str] = []
         self._wanted_theme = theme or config.ui.theme
         self.keymap_problems: list[str] = []
@@ -121,9 +123,8 @@ class ConsoleApp(NotifiesWorkerErrors, App[None]):
             self.notify(problem, severity="warning")
         for notice in self.notices:
             self.notify(notice, severity="warning", timeout=10)
-        demo_host = self._demo_host() if self.demo else None
-        if self.auto_open and (len(self.hosts) == 1 or demo_host is not None):
-            self.open_host(demo_host or next(iter(self.hosts)))  # the fleet stays one Esc away
+        if self.auto_open and (len(self.hosts) == 1 or self.demo_host is not None):
+            self.open_host(self.demo_host or next(iter(self.hosts)))  # the fleet stays one Esc away
         if self.stop_started_units or self.demo_start:
             self._note_running_units()
         # Once the first frame is out (the freeze's one collection must not delay it), freeze what exists.
@@ -133,9 +134,8 @@ class ConsoleApp(NotifiesWorkerErrors, App[None]):
     async def _note_running_units(self) -> None:
 
         self._units_at_start = await running_units(self.hosts.values())
-        demo_host = self._demo_host() if self.demo_start else None
-        if demo_host is not None and not self._units_at_start:
-            screen = self.host_screen(demo_host)
+        if self.demo_start and self.demo_host is not None and not self._units_at_start:
+            screen = self.host_screen(self.demo_host)
             for _ in range(100):  # the screen was pushed in on_mount; wait until it is composed
                 if screen is None or screen.is_mounted:
                     break

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from aiohttp import web
+from http_stub import http_stub
 from ssh_fake_server import start_fake_sshd
 from test_fleet_config import parse
 
@@ -86,14 +87,8 @@ async def exporter():
     async def metrics(request):
         return web.Response(text=EXPORT, content_type="text/plain")
 
-    app = web.Application()
-    app.router.add_get("/metrics", metrics)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    yield runner.addresses[0][1]
-    await runner.cleanup()
+    async with http_stub({"/metrics": metrics}) as port:
+        yield port
 
 
 def _host(**kw) -> HostConfig:

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 from aiohttp import web
+from http_stub import http_stub
 
 from console.domain.models import Engine
 from console.hosts.health import HttpHealthProbe
@@ -22,24 +23,17 @@ async def engine_http():
     async def metrics(request: web.Request) -> web.Response:
         return web.Response(status=answer["status"], text=answer["body"], content_type="text/plain")
 
-    app = web.Application()
-    app.router.add_get("/metrics", metrics)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # aiohttp keeps the bound socket there
     probes: list[HttpHealthProbe] = []
+    async with http_stub({"/metrics": metrics}) as port:
 
-    def reader(engine: Engine) -> EngineMetricsReader:
-        probe = HttpHealthProbe(f"http://127.0.0.1:{port}", engine)
-        probes.append(probe)
-        return EngineMetricsReader(probe, engine)
+        def reader(engine: Engine) -> EngineMetricsReader:
+            probe = HttpHealthProbe(f"http://127.0.0.1:{port}", engine)
+            probes.append(probe)
+            return EngineMetricsReader(probe, engine)
 
-    yield answer, reader
-    for probe in probes:
-        await probe.close()
-    await runner.cleanup()
+        yield answer, reader
+        for probe in probes:
+            await probe.close()
 
 
 async def test_a_200_is_parsed_with_the_services_engine(engine_http) -> None:

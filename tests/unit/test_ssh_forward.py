@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 from aiohttp import web
+from http_stub import http_stub
 from ssh_fake_server import start_fake_sshd
 
 from console.domain.models import Engine
@@ -18,15 +19,8 @@ async def engine():
     async def health(request):
         return web.Response(status=200)
 
-    app = web.Application()
-    app.router.add_get("/health", health)
-    app.router.add_get("/v1/models", health)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    yield runner.addresses[0][1]
-    await runner.cleanup()
+    async with http_stub({"/health": health, "/v1/models": health}) as port:
+        yield port
 
 
 async def test_probe_through_the_forward_survives_a_reconnect(tmp_path, engine):

@@ -72,7 +72,7 @@ def finding_of(
         context = FindingClass.CUDA_GRAPH
     return Finding(
         cls=cls, line=line[:MAX_LINE_CHARS], summary=reading.summary, rank=rank,
-        fatal=reading.fatal and not quiet(text, level), oom=reading.oom, ts=ts,
+        fatal=reading.fatal and (reading.certain or not quiet(text, level)), oom=reading.oom, ts=ts,
         hint=reading.hint or hint_for(cls), context=context, seq=seq,
     )
 

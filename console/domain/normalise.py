@@ -40,6 +40,10 @@ _MESSAGE_ENDS = (
     TRACEBACK_MARKER, "During handling of the above exception", "The above exception was the direct cause",
     "Exception raised from", "frame #", 'File "',
 )
+#: Frames of an engine's own main loop: an exception that unwinds through one kills the engine
+#: (vLLM V0's `run_engine_loop`, V1's `run_busy_loop`, SGLang's scheduler `event_loop_*`).
+_ENGINE_LOOPS = ("in run_engine_loop", "in run_busy_loop", "in event_loop_normal", "in event_loop_overlap",
+                 "in event_loop_pp")
 #: A line this long may have been wrapped by a terminal or an issue tracker.
 WRAP_WIDTH = 70
 _MAX_PIECES = 8
@@ -86,6 +90,7 @@ class Block:
         wrapped: Whether its last line was long enough to have been wrapped onto the next.
         capture: Whether a frame is in a CUDA-graph capture.
         handled: Whether it is a request's error, answered by a running server.
+        engine_loop: Whether a frame is the engine's own main loop.
     """
 
     rank: str | None
@@ -99,6 +104,13 @@ class Block:
     last_frame: str = ""
     last_at: int = 0
     wrapped: bool = False
+    engine_loop: bool = False
+
+    @property
+    def ends_engine(self) -> bool:
+        """Whether its exception ended the engine: its opening says so, or, when the opening is not
+        known, a frame is the engine's main loop."""
+        return self.fatal is True or (self.fatal is None and self.engine_loop)
 
     def note_frame(self, payload: str, seq: int, raw_len: int, *, piece: bool = False) -> None:
         """Learn from one frame (line `seq` of the stream, `raw_len` long) where the exception was
@@ -120,6 +132,8 @@ class Block:
             self.capture = True
         if "/serving_" in payload or "serving_chat" in payload:
             self.handled = True
+        if " in " in frame and frame.endswith(_ENGINE_LOOPS):
+            self.engine_loop = True
 
 
 def opening_context(header: LineHeader, before: str, prev: LineHeader | None) -> tuple[bool | None, str | None]:

@@ -31,7 +31,7 @@ def open_world(pending: Pending) -> Finding | None:
         return Finding(FindingClass.ENGINE_ERROR, pending.line[:MAX_LINE_CHARS],
                        f"C++ exception: {clip(text.removeprefix('what():'), 150)}", pending.rank, True,
                        ts=pending.ts, hint=hint_for(FindingClass.ENGINE_ERROR), seq=pending.seq)
-    fatal = block is not None and block.fatal is True
+    fatal = block is not None and block.ends_engine
     cls = FindingClass.ENGINE_ERROR if fatal else FindingClass.TRACEBACK
     summary = clip(text, 160) if fatal else f"Python exception: {clip(text, 150)}"
     return Finding(cls, pending.line[:MAX_LINE_CHARS], summary, pending.rank, fatal, ts=pending.ts,
@@ -42,13 +42,13 @@ def cut_off(block: Block) -> Finding | None:
     """A traceback the log ended inside, its final line never logged (a trimmed paste, a process
     killed mid-print). Its frames still say where it was raised: in a CUDA-graph capture it is
     `cuda_graph`, in the weight loader `weight_load_error`; one whose opening says it ended the
-    process is `engine_error`. None for any other."""
+    process (or that unwinds the engine's main loop) is `engine_error`. None for any other."""
     where = f" (last frame: {clip(block.last_frame, 120)})" if block.last_frame else ""
     if block.capture:
         cls, summary = FindingClass.CUDA_GRAPH, "CUDA graph capture failed: its traceback was cut off"
     elif block.weights:
         cls, summary = FindingClass.WEIGHT_LOAD_ERROR, "Weights could not be loaded: the traceback was cut off"
-    elif block.fatal is True:
+    elif block.ends_engine:
         cls, summary = FindingClass.ENGINE_ERROR, "The engine died of an exception whose traceback was cut off"
     else:
         return None

@@ -35,7 +35,8 @@ class Signature:
 
 
 SIGNATURES: tuple[Signature, ...] = (
-    Signature(C.CUDA_GRAPH, ("Capture cuda graph failed", "Capture CUDA graph failed", "CUDA graph capture failed"),
+    Signature(C.CUDA_GRAPH, ("Capture cuda graph failed", "Capture CUDA graph failed", "CUDA graph capture failed",
+                            "disable cuda graph by --disable-cuda-graph"),
               known.cuda_graph,
               ("operation not permitted when stream is capturing", "cudaErrorStreamCapture",
                "a previous error during capture", "during CUDA graph capture", "cudaStreamCaptureStatusActive")),
@@ -45,6 +46,7 @@ SIGNATURES: tuple[Signature, ...] = (
         "is larger than the profiled value", "stored in KV cache",
         "Not enough memory. Please try to increase --mem-fraction-static", "leave no GPU memory for the KV cache",
         "No available memory for the cache blocks", "KV cache is needed, which is larger than the available KV cache memory",
+        *known.ZERO_BLOCKS,
     ), known.kv_cache, ("To serve at least one request with the model",)),
     Signature(C.MEMORY_IN_USE, (), known.memory_in_use, (
         "on startup is less than desired GPU memory", "memory capacity is unbalanced", "Error in memory profiling",
@@ -92,7 +94,7 @@ SIGNATURES: tuple[Signature, ...] = (
                "setting up NCCL communicator")),
     Signature(C.PORT_IN_USE, ("[Errno 98]", "rror: Address already in use"), known.port_in_use,
               ("ddress already in use", "is used by a process already", "is not available in",
-               "is already in use")),
+               "is already in use", "EADDRINUSE", "code: -98")),
     Signature(C.SEGFAULT, ("error: Segmentation fault", "Segmentation fault (core dumped)", "segfault at", "SIGSEGV",
                            "Segfault encountered"),
               host.segfault),
@@ -117,7 +119,7 @@ SIGNATURES: tuple[Signature, ...] = (
 GATES: tuple[str, ...] = (
     "rror", "xception", "emory", "ailed", "nccl", "atchdog", "Errno", "SIG", "illed", "apability", "profiled",
     "Main process", "Start request", "sigquit", "terminate", "what():", "dumped", "exit code", "NVRM",
-    "egfault", "in KV cache",
+    "egfault", "in KV cache", "disable-cuda-graph", " blocks: 0,",
 )
 #: Every needle of every signature.
 ALL_NEEDLES: tuple[str, ...] = tuple(dict.fromkeys(n for sig in SIGNATURES for n in sig.needles))

@@ -26,6 +26,8 @@ _NAMED_PORT = re.compile(
 )
 #: torch.distributed's `failed to bind to [::]:29500 (errno: 98 - Address already in use)`.
 _BIND = re.compile(r"bind to (?P<addr>\[?[\w.:]{0,60}?\]?:(?P<port>\d{1,5}))\b")
+#: torch.distributed's store: `port: 42173, useIpv6: false, code: -98, name: EADDRINUSE`.
+_DIST_PORT = re.compile(r"port: (?P<port>\d{1,5}), useIpv6: \w+, code: -98")
 _PORT = re.compile(r"\('(?P<host>[^']{0,100})', (?P<port>\d{1,5})\)|addr='[a-z]+://(?P<addr>[^']{0,100})'")
 _FREE_ON_DEVICE = re.compile(
     r"\((?P<free>[\d.]+)/(?P<total>[\d.]+) GiB\) on startup is less than desired GPU memory "
@@ -43,6 +45,8 @@ _SAFETENSORS_PATH = re.compile(r"[^\s'\"]{0,300}\.safetensors")
 #: NCCL's result codes (`ncclUnhandledCudaError`, `ncclInvalidUsage`), not its other names (`ncclUniqueId`).
 _NCCL_CODE = re.compile(r"\bnccl(?:[A-Z]\w{0,30}Error|Invalid[A-Z]\w{0,20}|InProgress)\b")
 
+#: vLLM V0's `# GPU blocks: 0, # CPU blocks: 256` (`# cuda blocks: 0` later): it raises at once after.
+ZERO_BLOCKS = ("# GPU blocks: 0,", "# cuda blocks: 0,")
 _PROFILED = re.compile(r"max_total_tokens=(?P<want>\d+) is larger than the profiled value (?P<got>-\d+)")
 _ARCH = re.compile(r"\bsm_?(?P<sm>\d{2,3}a?)\b")
 
@@ -58,6 +62,7 @@ class Reading(NamedTuple):
     cls: FindingClass | None = None
     context: FindingClass | None = None
     hint: str | None = None
+    certain: bool = False  # fatal at any log level: the engine's very next step raises on it
 
 
 #: A reader: (message, rank) -> its reading, or None when the needle matched but the message is not this class.
@@ -91,6 +96,9 @@ def cuda_graph(text: str, rank: str | None) -> Reading:
     if "illegal memory access" in text:
         return Reading(illegal_access(text, rank).summary, cls=FindingClass.ILLEGAL_MEMORY_ACCESS,
                        context=FindingClass.CUDA_GRAPH)
+    if "by --disable-cuda-graph" in text and "Capture" not in text:
+        return Reading("CUDA graph capture failed: SGLang printed its capture-failure advice (the reason "
+                       "comes just before it)")
     for marker in ("Capture cuda graph failed", "Capture CUDA graph failed", "CUDA graph capture failed"):
         if marker in text:
             reason = text.split(marker, 1)[1].lstrip(": .")
@@ -128,6 +136,9 @@ def kv_cache(text: str, rank: str | None) -> Reading | None:
         summary += f"; about {fits['fits']} tokens would fit" if fits else ""
         summary += f"; the KV cache holds {stored['tokens']} tokens" if stored else ""
         return Reading(summary)
+    if any(marker in text for marker in ZERO_BLOCKS):
+        return Reading("KV cache does not fit: vLLM profiled 0 GPU blocks for it (the weights take the "
+                       "memory), and refuses to start", certain=True)
     if "No available memory for the cache blocks" in text:
         return Reading("KV cache does not fit: no GPU memory left for cache blocks (vLLM)")
     summary = "KV cache does not fit: the weights leave no GPU memory for it"
@@ -212,6 +223,10 @@ def nccl_timeout(text: str, rank: str | None) -> Reading:
 
 def port_in_use(text: str, rank: str | None) -> Reading | None:
     """The server could not bind its port (or found it taken before binding)."""
+    dist = _DIST_PORT.search(text[:2000])
+    if dist is not None or "EADDRINUSE" in text:
+        port = f"Port {dist['port']}" if dist else "A port"
+        return Reading(f"{port} is already in use: the torch.distributed store could not listen on it")
     if "ddress already in use" not in text and "[Errno 98]" not in text:
         named = _NAMED_PORT.search(text[:2000])
         if named is None:

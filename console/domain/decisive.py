@@ -53,6 +53,9 @@ def decisive(findings: Sequence[Finding]) -> Finding | None:
         # kills its own process tree when a start fails), not a host OOM.
         fatal = [(i, f) for i, f in fatal if f.summary != BARE_KILL_SUMMARY]
     at, best = min(fatal, key=lambda item: _order(item[1], item[0]))
+    if best.cls is FindingClass.CUDA_OOM and not _has_figures(best):
+        # The same OOM, told with its figures by another rank or a later line, says more.
+        at, best = next(((i, f) for i, f in fatal if f.cls is best.cls and _has_figures(f)), (at, best))
     if tier_of(best.cls) >= OPEN:
         cause = _earlier_exception(findings, at, best)
         if cause is not None:
@@ -61,6 +64,10 @@ def decisive(findings: Sequence[Finding]) -> Finding | None:
         f for i, f in enumerate(findings) if i != at and (f.fatal or f.cls is FindingClass.TRACEBACK)
     )[:MAX_CONSEQUENCES]
     return replace(best, consequences=consequences, hint=best.hint or hint_for(best.cls))
+
+
+def _has_figures(finding: Finding) -> bool:
+    return finding.oom is not None and finding.oom.total_bytes is not None
 
 
 def _earlier_exception(findings: Sequence[Finding], at: int, best: Finding) -> tuple[int, Finding] | None:

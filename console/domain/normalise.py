@@ -234,8 +234,13 @@ def looks_incomplete(pending: Pending) -> bool:
 
 
 def oom_cut(finding: Finding, text: str) -> bool:
-    """An OOM message whose figures a wrapped line cut off (PyTorch names the capacity after the size)."""
+    """An OOM message whose figures a wrapped line cut off: PyTorch's `CUDA out of memory.` is always
+    followed by `Tried to allocate X. GPU N has a total capacity of Y of which Z is free`."""
     oom = finding.oom
-    return oom is not None and oom.total_bytes is None and "Tried to allocate" in text and (
-        "is free" not in text and "free;" not in text
-    )
+    if oom is None or oom.total_bytes is not None or "is free" in text or "free;" in text:
+        return False
+    if "Tried to allocate" in text:
+        return True
+    _, marker, rest = text.partition("CUDA out of memory.")
+    rest = rest.strip()
+    return bool(marker) and len(rest) < 17 and "Tried to allocate".startswith(rest)

@@ -23,6 +23,7 @@ from console.domain.units import format_bytes, parse_size
 #: Substrings that mark a real CUDA out-of-memory text; nothing else is ever read as an OOM.
 OOM_MARKERS = (
     "CUDA out of memory", "CUDA error: out of memory", "CUDA driver error: out of memory",
+    "CUDA Error: out of memory",  # sgl-kernel's and custom all-reduce's CUDACHECK
     "would exceed allowed memory",  # the cudaMallocAsync allocator's `Allocation on device 0 would exceed ...`
 )
 

@@ -51,8 +51,9 @@ _SGLANG = re.compile(
 _TORCH_RANK = re.compile(r"\[rank(?P<rank>\d{1,5})\]: ?")
 _GLOG = re.compile(r"\[?(?P<sev>[IWEF])(?:\d{3,4} \d\d:\d\d:\d\d(?:\.\d+)? +(?:\d+ )?)? ?[\w.]{1,80}:\d+\] ?")
 # What a paste adds before a line: a markdown quote `> `, a CI gutter `  | `, a markdown bullet
-# before a timestamp (`- 2024-06-22T...`), a stray inline-code backtick, colour codes that lost their escape byte (`[36m`), HTML colour tags (`<font ...><b>`).
-_ARTEFACT = re.compile(r" {0,4}(?:> ?|\| |- (?=\d)|`|\[\d{1,3}(?:;\d{1,3}){0,4}m|(?:</?[A-Za-z][^<>\n]{0,80}>)+) ?")
+# before a timestamp (`- 2024-06-22T...`), the tail of a cut vLLM prefix (`[core.py:515] `), a stray
+# inline-code backtick, colour codes that lost their escape byte (`[36m`), HTML colour tags (`<font ...><b>`).
+_ARTEFACT = re.compile(r" {0,4}(?:> ?|\| |- (?=\d)|`|\[[\w.-]{1,80}\.py:\d{1,6}\]|\[\d{1,3}(?:;\d{1,3}){0,4}m|(?:</?[A-Za-z][^<>\n]{0,80}>)+) ?")
 # Colour codes, as vLLM writes them when its output is a terminal.
 _ANSI = re.compile(r"\x1b\[[0-9;]{0,32}[A-Za-z]")
 _PROC_RANK = re.compile(r"(?<![A-Za-z0-9])((?:DP|PP|TP|EP|DCP|PCP)\d{1,5})(?![A-Za-z0-9])")

@@ -27,12 +27,14 @@ from console.domain.normalise import (
     is_frame,
     is_systemd_line,
     looks_incomplete,
+    may_continue,
     oom_cut,
     opening_context,
 )
 from console.domain.open_world import ended_on, open_world
 from console.domain.rank import LineHeader, parse_rank, split_header
 from console.domain.signatures import clip
+from console.domain.wraps import WRAP_WIDTH, WrapReader
 
 __all__ = ["Triager", "classify_line", "decisive", "parse_rank", "triage_lines"]
 
@@ -61,6 +63,7 @@ class Triager:
         self._history: list[Finding] = []
         self._loose: Finding | None = None  # an exception line outside any traceback: the end, if the log ends
         self._prev = ""
+        self._wrap = WrapReader()  # lines a terminal hard-wrapped (wraps.py)
         self._count = 0
 
     @property
@@ -77,6 +80,7 @@ class Triager:
         self._history.clear()
         self._pending = None
         self._loose = None
+        self._wrap.joined = None
 
     def feed(self, line: str, ts: float | None = None) -> list[Finding]:
         """Read one line.
@@ -90,14 +94,17 @@ class Triager:
         """
         self._count += 1
         prev, self._prev = self._prev, line
+        rest = self._wrap.may_be_rest(line, prev) and self._pending is None
         ordinary = not may_match(line)
         if self._count & 15 == 0 and (self._blocks or self._tails):
             self._expire()
-        if ordinary and self._pending is None:
+        if ordinary and self._pending is None and not rest:
             return []  # the common case: no gate, and no message that this line may continue
         line = line.rstrip("\r\n")
         header = split_header(line, deep=True)
         out: list[Finding] = []
+        if rest and header.stream not in self._blocks and (whole := self._wrap.read_rest(prev, header)):
+            return self._plain_line(whole[0], whole[1], ts) if may_match(whole[1].payload) else []
         pending = self._pending
         if pending is not None:
             if continues(pending, header, len(line)):
@@ -191,6 +198,7 @@ class Triager:
         waits = oom_cut(pending.finding, pending.text) if pending.finding is not None else True
         if text.startswith("terminate called"):
             waits = True  # its what() follows at once, and usually names the cause
+        waits = waits and may_continue(pending)  # a short line has no wrapped rest to wait for
         if pending.finding is not None and not waits:
             self._remember_tail(pending)
             out = self._report(pending.finding)
@@ -233,6 +241,9 @@ class Triager:
             if header.level not in QUIET_LEVELS and exception_name(payload) is not None and ": " in payload:
                 self._loose = Finding(FindingClass.TRACEBACK, line[:MAX_LINE_CHARS],
                                       f"Python exception: {clip(payload, 150)}", rank, False, ts=ts, seq=self._count)
+                if len(line) >= WRAP_WIDTH:  # its wrapped rest may name its class
+                    return self._start_pending(line, header, rank, ts, None, payload)
+            self._wrap.open_head = len(line) >= WRAP_WIDTH
             return []
         if tail is not None and finding.cls == tail[0] and not is_systemd_line(payload):
             return []  # the same error's message, continued (NCCL's `ncclUnhandledCudaError: ...`)

@@ -79,3 +79,18 @@ def ended_on(history: Iterable[Finding], loose: Finding | None, blocks: Iterable
             if found is not None:
                 return found
     return None
+
+
+def end_of_log(history: list[Finding], loose: Finding | None, blocks: Iterable[Block], lines_read: int) -> Finding | None:
+    """What an ended log's findings lack: when no cause is named (systemd's exit status names none),
+    what it ended on (`ended_on`): an unexplained exception shortly before the end as `engine_error`,
+    or a traceback cut off inside a capture, the weight loader or the engine's loop. None when a
+    cause is named, or when decisive() already names that exception behind systemd's exit."""
+    if any(f.fatal and f.cls is not FindingClass.UNIT_FAILED for f in history):
+        return None
+    last = ended_on(history, loose, blocks, lines_read)
+    if last is not None and any(f.fatal for f in history) and any(
+        f.cls is FindingClass.TRACEBACK and f.seq == last.seq for f in history
+    ):
+        return None
+    return last

@@ -31,7 +31,7 @@ from console.domain.normalise import (
     oom_cut,
     opening_context,
 )
-from console.domain.open_world import ended_on, open_world
+from console.domain.open_world import end_of_log, open_world
 from console.domain.rank import LineHeader, parse_rank, split_header
 from console.domain.signatures import clip
 from console.domain.wraps import WRAP_WIDTH, WrapReader
@@ -268,18 +268,14 @@ class Triager:
     # -- the end of a log, and its decisive finding -------------------------------------------------
 
     def finish(self) -> list[Finding]:
-        """The log has ended: report what it was still assembling, and name what it ended on.
+        """The log has ended: report what it was still assembling, and what it ended on when no cause
+        is named (open_world.end_of_log).
 
         Returns:
-            The findings this completes: a message still being read, and, when the log holds no fatal
-            finding, what it ended on (open_world.ended_on): an unexplained exception shortly before
-            the end as `engine_error`, or a traceback cut off inside a capture or the weight loader.
+            The findings this completes.
         """
         out = self._flush()
-        if any(f.fatal for f in self._history):
-            return out
-        last = ended_on(self._history, self._loose, self._blocks.values(), self._count)
-        return out + self._report(last)
+        return out + self._report(end_of_log(self._history, self._loose, self._blocks.values(), self._count))
 
     def findings(self) -> list[Finding]:
         """Every finding reported since the last reset, oldest first (the last 512)."""
@@ -293,18 +289,7 @@ class Triager:
 
 
 def triage_lines(lines: Iterable[str], engine: Engine | None = None) -> list[Finding]:
-    """All findings of a log, in order, each failure once per rank.
-
-    Args:
-        lines: The log's lines.
-        engine: The engine behind the log, when known.
-
-    Returns:
-        The findings.
-    """
+    """All findings of a log (its `lines`, from `engine` when known), in order, each failure once per rank."""
     triager = Triager(engine)
-    out: list[Finding] = []
-    for line in lines:
-        out.extend(triager.feed(line))
-    out.extend(triager.finish())
-    return out
+    out = [finding for line in lines for finding in triager.feed(line)]
+    return out + triager.finish()

@@ -2,8 +2,9 @@
 
 - The journal gives phases, progress and triaged findings. A classified fatal finding (CUDA OOM, NCCL,
   port in use, ...) fails the start at once; systemd's `Main process exited` line does too.
-- The unit state catches a death the journal does not explain (`unit_failed`). It waits a moment for
-  the journal first, so a triaged cause wins over the bare state.
+- The unit state catches a death the journal does not explain. It waits a moment for the journal, so
+  a triaged cause wins; then the start's own lines are read as an ended log (a cut traceback, an
+  exception just before the end) before the bare state (`unit_failed`) is all there is to say.
 - The probe confirms readiness only once the engine's own log says HTTP is up: `/health` is the engine
   reporting itself, and `/v1/models` alone never means ready.
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -20,6 +22,7 @@ from console.config import ServiceConfig
 from console.domain.catalogue import OPEN, tier_of
 from console.domain.decisive import as_engine_error, decisive
 from console.domain.models import Engine, Finding, FindingClass, Phase, UnitState
+from console.domain.triage import Triager
 from console.hosts.base import Host
 from console.hosts.journal_hub import ReadEntry
 from console.ops.events import (
@@ -35,13 +38,14 @@ from console.ops.events import (
     SwitchEvent,
 )
 
-#: A state-detected death waits for the journal to explain it, up to JOURNAL_GRACE_S. The wait ends as
-#: soon as the journal decides: the engine's own fatal line, or systemd's `Main process exited` (always
-#: logged, after the engine's last lines), so it costs time only when the journal says nothing at all.
-#: Over SSH under load `journalctl -f` trails the unit state by up to a second or so.
+#: A state-detected death waits for the journal to explain it, up to JOURNAL_GRACE_S; the wait ends as
+#: soon as the journal decides (the engine's fatal line, or systemd's `Main process exited`, logged
+#: after the engine's last lines). Over SSH under load `journalctl -f` trails the state by up to 1 s.
 JOURNAL_GRACE_S = 2.0
 #: How long systemd's `Main process exited` waits for the engine's own cause to follow it in the journal.
 UNIT_LINE_TRAIL_S = 0.4
+#: A start's own lines kept, to read as a whole log once the unit has died.
+START_LOG_LINES = 2000
 #: Phases after which a 200 from /health counts as the engine's own readiness.
 _HTTP_PHASES = (Phase.HTTP_UP, Phase.WARMING_UP, Phase.READY)
 
@@ -94,6 +98,7 @@ class StartWatch:
         self._verdict: asyncio.Future[Verdict] | None = None
         self._cursor: str | None = None
         self._last_phase: Phase | None = None
+        self._log: deque[tuple[str, float]] = deque(maxlen=START_LOG_LINES)  # this start's own lines
 
     # -- plumbing ----------------------------------------------------------------------------------------
 
@@ -159,6 +164,7 @@ class StartWatch:
     def on_entry(self, read: ReadEntry) -> None:
         """Take one journal entry's phase and findings, and decide if it is decisive."""
         entry, event = read.entry, read.phase
+        self._log.append((entry.message, entry.ts))
         if event is not None and self.phase is Phase.FAILED:
             event = None  # a straggler line of the start that already failed
         if event is not None:
@@ -196,6 +202,8 @@ class StartWatch:
     def _decide_failed(self, ts: float) -> None:
         """Fail the start with the decisive finding: the root cause, its consequences under it."""
         failure = decisive(self.findings)
+        if failure is not None and failure.cls is FindingClass.UNIT_FAILED:
+            failure = self._ended_on() or failure  # systemd's exit status names no cause: look for one
         if failure is not None:
             self.decide(FAILED, failure.summary, failure, ts)
 
@@ -232,7 +240,7 @@ class StartWatch:
                 await asyncio.shield(self._verdict)
 
     def _state_cause(self, state: UnitState) -> tuple[str, Finding]:
-        cause = decisive(self.findings)
+        cause = decisive(self.findings) or self._ended_on()
         if cause is None and self.unexplained:
             cause = as_engine_error(self.unexplained[-1])  # the exception the journal holds ended it
         if cause is not None:
@@ -243,6 +251,14 @@ class StartWatch:
         summary = f"{self.unit} ended before it was ready ({state.active}, {how})"
         line = f"{self.unit}: ActiveState={state.active} SubState={state.sub} Result={state.result}"
         return summary, Finding(cls=FindingClass.UNIT_FAILED, line=line, summary=summary, ts=state.since)
+
+    def _ended_on(self) -> Finding | None:
+        """The start's own log read as an ended log (a live stream never ends): the end-of-log rules."""
+        triager = Triager(self.service.engine)
+        for message, ts in self._log:
+            triager.feed(message, ts)
+        triager.finish()
+        return triager.decisive()
 
     async def _watch_health(self) -> None:
         probe = self.host.probes.get(self.service.name)

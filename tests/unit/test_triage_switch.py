@@ -60,3 +60,33 @@ async def test_a_death_the_unit_state_sees_names_the_exception_the_journal_holds
     _feed(watch, triager, [f"{ENGINE}Traceback (most recent call last):", f"{ENGINE}KeyError: 'x'"])
     reason, failure = watch._state_cause(UnitState(unit="vllm.service", active="failed", result="exit-code"))
     assert failure.cls is FindingClass.ENGINE_ERROR and reason == "KeyError: 'x'"
+
+
+async def test_a_death_inside_the_weight_loader_names_the_load_not_unit_failed():
+    # The process was killed mid-traceback: no final exception line, then systemd's exit status.
+    watch, triager = _watch(), Triager()
+    _feed(watch, triager, [
+        f"{ENGINE}Traceback (most recent call last):",
+        f'{ENGINE}  File "/vllm/model_executor/models/llama.py", line 471, in load_weights',
+        f"{ENGINE}    weight_loader(param, loaded_weight)",
+        "vllm.service: Main process exited, code=killed, status=9/KILL",
+    ])
+    verdict = await asyncio.wait_for(asyncio.shield(watch._verdict), UNIT_LINE_TRAIL_S + 2)
+    assert verdict.failure.cls is FindingClass.WEIGHT_LOAD_ERROR
+
+
+async def test_a_death_the_unit_state_sees_after_a_cut_traceback_names_it():
+    watch, triager = _watch(), Triager()
+    _feed(watch, triager, [
+        f"{ENGINE}Traceback (most recent call last):",
+        f'{ENGINE}  File "/vllm/model_executor/model_loader/weight_utils.py", line 500, in safetensors_weights_iterator',
+    ])
+    _, failure = watch._state_cause(UnitState(unit="vllm.service", active="failed", result="signal"))
+    assert failure.cls is FindingClass.WEIGHT_LOAD_ERROR
+
+
+async def test_a_death_with_nothing_in_the_journal_is_unit_failed():
+    watch, triager = _watch(), Triager()
+    _feed(watch, triager, [f"{ENGINE.replace('ERROR', 'INFO')}Loading weights took 3.1 s"])
+    _, failure = watch._state_cause(UnitState(unit="vllm.service", active="failed", result="signal"))
+    assert failure.cls is FindingClass.UNIT_FAILED

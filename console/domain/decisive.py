@@ -22,6 +22,8 @@ CAUSE_WINDOW_LINES = 400
 #: At most this many consequences are kept under the decisive finding.
 MAX_CONSEQUENCES = 32
 _EXCEPTION_PREFIX = "Python exception: "
+#: What open_world.cut_off says of a traceback whose final line never came.
+CUT_OFF_SUMMARY = "The engine died of an exception whose traceback was cut off"
 
 
 def as_engine_error(finding: Finding) -> Finding:
@@ -60,10 +62,24 @@ def decisive(findings: Sequence[Finding]) -> Finding | None:
         cause = _earlier_exception(findings, at, best)
         if cause is not None:
             at, best = cause[0], as_engine_error(cause[1])
+        elif (warned := _earlier_nccl_warning(findings, at, best)) is not None:
+            at, best = warned[0], replace(warned[1], fatal=True)
     consequences = tuple(
         f for i, f in enumerate(findings) if i != at and (f.fatal or f.cls is FindingClass.TRACEBACK)
     )[:MAX_CONSEQUENCES]
     return replace(best, consequences=consequences, hint=best.hint or hint_for(best.cls))
+
+
+def _earlier_nccl_warning(findings: Sequence[Finding], at: int, best: Finding) -> tuple[int, Finding] | None:
+    """An NCCL warning logged shortly before a death that says nothing of its own (a traceback cut
+    off, systemd's or the engine's summary): the collective it reports failing is the likeliest cause."""
+    if not (tier_of(best.cls) >= SUMMARY or best.summary.startswith(CUT_OFF_SUMMARY)):
+        return None
+    for i, f in enumerate(findings[:at]):
+        near = best.seq is None or f.seq is None or best.seq - f.seq <= CAUSE_WINDOW_LINES
+        if f.cls is FindingClass.NCCL and not f.fatal and near:
+            return i, f
+    return None
 
 
 def _has_figures(finding: Finding) -> bool:

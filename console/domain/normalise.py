@@ -18,12 +18,14 @@ from dataclasses import dataclass
 
 from console.domain.models import Finding, FindingClass
 from console.domain.rank import LineHeader
+from console.domain.signatures import PARAM_NAME
 
 TRACEBACK_MARKER = "Traceback (most recent call last):"
 FRAME_MARKER = 'File "'  # a frame's opening words: `  File "/x/y.py", line 1, in f`
 # The last line of a traceback: `ValueError: msg`, `torch.OutOfMemoryError: ...`, `KeyboardInterrupt`,
 # vLLM's `OutOfMemoryError('CUDA out of memory ...')`.
 _EXCEPTION_LINE = re.compile(r"(?:[A-Za-z_]\w{0,80}\.){0,8}(?P<name>[A-Za-z_]\w{0,80})(?::(?: |$)|\(['\"]|$)")
+_QUOTED_PARAM = re.compile("'" + PARAM_NAME + "'")
 #: Words before a traceback that say it ended the process (or the engine with it).
 _FATAL_CONTEXT = (
     "hit an exception", "failed to start", "Exception in worker", "encountered a fatal error",
@@ -59,6 +61,12 @@ def exception_name(payload: str) -> str | None:
     if name[0].isupper() or "Error" in name or "Exception" in name:
         return name
     return None
+
+
+def names_a_parameter(headline: str | None) -> bool:
+    """Whether a traceback's headline is only a quoted parameter name: `logger.exception(e)` of a
+    KeyError prints `'layers.0.mlp.down_proj.weight.absmax'` before the traceback."""
+    return headline is not None and _QUOTED_PARAM.fullmatch(headline.strip()) is not None
 
 
 def is_frame(payload: str) -> bool:

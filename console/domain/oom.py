@@ -32,6 +32,7 @@ _SIZE = r"(\d{1,15}(?:\.\d{1,6})?) ?(bytes|B|KiB|MiB|GiB|TiB)\b"
 _TRIED = re.compile(r"Tried to allocate " + _SIZE)
 # PyTorch 2.1 spelled it "total capacty".
 _CAPACITY = re.compile(r"GPU (\d{1,4}) has a total capac(?:i?)ty of " + _SIZE + r" of which " + _SIZE + " is free")
+_FREE = re.compile(_SIZE + r" is free")
 _IN_USE = re.compile(r"this process has " + _SIZE + r" memory in use")
 _ALLOCATED = re.compile(r"Of the allocated memory " + _SIZE + r" is allocated by PyTorch")
 _RESERVED = re.compile(r"and " + _SIZE + r" is reserved by PyTorch but unallocated")
@@ -92,11 +93,12 @@ def parse_oom(text: str) -> OomFigures | None:
             allocated_bytes=allocated_b,
             reserved_unallocated_bytes=max(reserved_total_b - allocated_b, 0),
         )
+    free = _FREE.search(text, start)  # a message cut or elided by its poster may still say what was free
     return OomFigures(
         gpu=None,
         tried_bytes=tried_bytes,
         total_bytes=None,
-        free_bytes=None,
+        free_bytes=size_to_bytes(*free.groups()) if free else None,
         in_use_bytes=None,
     )
 

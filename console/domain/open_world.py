@@ -11,7 +11,7 @@ from collections.abc import Iterable
 
 from console.domain.catalogue import hint_for
 from console.domain.classify import MAX_LINE_CHARS, QUIET_LEVELS, quiet
-from console.domain.decisive import as_engine_error
+from console.domain.decisive import CUT_OFF_SUMMARY, as_engine_error
 from console.domain.models import Finding, FindingClass
 from console.domain.normalise import Block, Pending
 from console.domain.signatures import clip
@@ -49,7 +49,7 @@ def cut_off(block: Block) -> Finding | None:
     elif block.weights:
         cls, summary = FindingClass.WEIGHT_LOAD_ERROR, "Weights could not be loaded: the traceback was cut off"
     elif block.ends_engine:
-        cls, summary = FindingClass.ENGINE_ERROR, "The engine died of an exception whose traceback was cut off"
+        cls, summary = FindingClass.ENGINE_ERROR, CUT_OFF_SUMMARY
     else:
         return None
     line = block.headline or block.last_frame or summary
@@ -67,7 +67,7 @@ def ended_on(history: Iterable[Finding], loose: Finding | None, blocks: Iterable
         candidates.append(loose)
     open_blocks = [b for b in blocks if not b.handled and b.level not in QUIET_LEVELS]
     for block in open_blocks:
-        if block.headline:
+        if block.headline and not (block.weights or block.capture):  # those name their step (cut_off)
             candidates.append(Finding(FindingClass.TRACEBACK, block.headline[:MAX_LINE_CHARS],
                                       clip(block.headline, 160), block.rank, False, seq=block.opened_at))
     candidates = [f for f in candidates if f.seq is not None and lines_read - f.seq <= END_LINES]

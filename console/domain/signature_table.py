@@ -78,17 +78,17 @@ SIGNATURES: tuple[Signature, ...] = (
                                     "Error(s) in loading state_dict"), known.weight_load, (
         "size mismatch for", "Attempted to load weight", "Cannot find any model weights",
         "is not divisible by weight quantization block", "There is no module or parameter named",
-        "weights were not initialized from checkpoint", "Missing key(s) in state_dict",
+        "weights were not initialized from checkpoint", "Missing key(s) in state_dict", "KeyError: '",
     )),
     Signature(C.COMPILE_ERROR, ("CompilationError", "InductorError", "BackendCompilerFailed",
                                 "LoweringException", "PassManager::run failed"), env.compile_error,
-              ("OutOfResources", "out of resource")),
+              ("OutOfResources", "out of resource", "ptxas")),
     Signature(C.SHM_EXHAUSTED, ("Bus error", "bus error", "SIGBUS"), host.shm_exhausted,
               ("/dev/shm", "shared memory")),
     Signature(C.DISK_FULL, ("[Errno 28]",), host.disk_full, ("No space left on device", "Disk quota exceeded")),
     Signature(C.NCCL_TIMEOUT, ("Watchdog caught collective operation timeout", "watchdog got stuck"),
               known.nccl_timeout, ("collective operation timeout",)),
-    Signature(C.NCCL, ("NCCL error", "NCCL Error", "ncclUnhandledCudaError", "ncclSystemError", "ncclInternalError",
+    Signature(C.NCCL, ("NCCL error", "NCCL Error", "NCCL WARN", "ncclUnhandledCudaError", "ncclSystemError", "ncclInternalError",
                        "ncclRemoteError", "ncclInvalidUsage", "ncclInvalidArgument"), known.nccl,
               ("unhandled cuda error", "unhandled system error", "NCCL communicator was aborted",
                "setting up NCCL communicator")),
@@ -100,7 +100,8 @@ SIGNATURES: tuple[Signature, ...] = (
               host.segfault),
     Signature(C.HOST_OOM, ("killed by the OOM killer", "Out of memory: Killed process", "Killed",
                            "exit code 137", "MemoryError", "what():  std::bad_alloc", "[Errno 12]",
-                           "DefaultCPUAllocator: not enough memory", "DefaultCPUAllocator: can't allocate memory"),
+                           "DefaultCPUAllocator: not enough memory", "DefaultCPUAllocator: can't allocate memory",
+                           "killed due to memory pressure (OOM)", "which exceeds the memory usage threshold"),
               host.host_oom,
               ("Cannot allocate memory",)),
     Signature(C.ENGINE_INIT, ("Initialization failed. warmup error", "Initialization failed. Please see",
@@ -119,7 +120,7 @@ SIGNATURES: tuple[Signature, ...] = (
 GATES: tuple[str, ...] = (
     "rror", "xception", "emory", "ailed", "nccl", "atchdog", "Errno", "SIG", "illed", "apability", "profiled",
     "Main process", "Start request", "sigquit", "terminate", "what():", "dumped", "exit code", "NVRM",
-    "egfault", "in KV cache", "disable-cuda-graph", " blocks: 0,",
+    "egfault", "in KV cache", "disable-cuda-graph", " blocks: 0,", "NCCL WARN",
 )
 #: Every needle of every signature.
 ALL_NEEDLES: tuple[str, ...] = tuple(dict.fromkeys(n for sig in SIGNATURES for n in sig.needles))

@@ -45,6 +45,11 @@ _SAFETENSORS_PATH = re.compile(r"[^\s'\"]{0,300}\.safetensors")
 #: NCCL's result codes (`ncclUnhandledCudaError`, `ncclInvalidUsage`), not its other names (`ncclUniqueId`).
 _NCCL_CODE = re.compile(r"\bnccl(?:[A-Z]\w{0,30}Error|Invalid[A-Z]\w{0,20}|InProgress)\b")
 
+#: A parameter's name as a KeyError quotes it: `'layers.0.mlp.down_proj.weight.absmax'`.
+PARAM_NAME = r"(?:[\w-]{1,80}\.){1,12}[\w-]{0,80}(?:weight|bias|scale|absmax|qzeros|scales|g_idx|zeros)[\w.-]{0,40}"
+_PARAM_KEY = re.compile(r"KeyError: '(?P<key>" + PARAM_NAME + ")'")
+_WEIGHT_WORDS = ("SafetensorError", "deserializing header", "state_dict", "Attempted to load weight",
+                 "There is no module or parameter named", "size mismatch")
 #: vLLM V0's `# GPU blocks: 0, # CPU blocks: 256` (`# cuda blocks: 0` later): it raises at once after.
 ZERO_BLOCKS = ("# GPU blocks: 0,", "# cuda blocks: 0,")
 _PROFILED = re.compile(r"max_total_tokens=(?P<want>\d+) is larger than the profiled value (?P<got>-\d+)")
@@ -182,7 +187,15 @@ def illegal_access(text: str, rank: str | None) -> Reading:
 
 
 def weight_load(text: str, rank: str | None) -> Reading | None:
-    """A missing, corrupt or mismatched checkpoint."""
+    """A missing, corrupt or mismatched checkpoint; a KeyError that names a parameter is the loader
+    looking up a checkpoint tensor the model does not have (`params_dict[name]`)."""
+    if "KeyError" in text:
+        key = _PARAM_KEY.search(text)
+        if key is not None:
+            return Reading(f"Weights could not be loaded: the model has no parameter '{clip(key['key'], 100)}' "
+                           "(the checkpoint's names or quantization do not match the model)")
+        if not any(words in text for words in _WEIGHT_WORDS):
+            return None  # a KeyError of something else: the open world names it
     if "FileNotFoundError" in text or "No such file or directory" in text:
         path = _SAFETENSORS_PATH.search(around(text, ".safetensors", 300, 12))
         return Reading(f"Checkpoint file missing: {clip(path.group(0), 120)}") if path else None
@@ -198,7 +211,10 @@ def weight_load(text: str, rank: str | None) -> Reading | None:
 
 
 def nccl(text: str, rank: str | None) -> Reading:
-    """An NCCL error: its code, or the words after `NCCL error`."""
+    """An NCCL error: its code, or the words after `NCCL error`. An `NCCL WARN` line alone is a note
+    (decisive.py makes it the cause of a death that names none)."""
+    if "NCCL WARN" in text and "NCCL error" not in text and "NCCL Error" not in text:
+        return Reading(f"NCCL warning: {clip(text.split('NCCL WARN', 1)[1].strip(), 120)}", fatal=False)
     code = _NCCL_CODE.search(text)
     if code is not None:
         return Reading(f"NCCL error: {code.group(0)}")

@@ -59,6 +59,8 @@ def host_oom(text: str, rank: str | None) -> Reading | None:
     if "Killed" in text:
         return Reading(BARE_KILL_SUMMARY) if _KILLED_LINE.search(
             text[:200]) and len(text) < 200 else None
+    if "memory pressure (OOM)" in text or "memory usage threshold" in text:
+        return Reading("Ray's memory monitor killed workers: host RAM crossed its threshold (not GPU memory)")
     if "exit code 137" in text or "exitcode: 137" in text:
         return Reading("Exited 137 (SIGKILL, usually the OOM killer: host RAM)")
     return Reading(f"Host RAM allocation failed: {clip(text, 120)}")

@@ -28,11 +28,13 @@ from console.domain.normalise import (
     is_systemd_line,
     looks_incomplete,
     may_continue,
+    names_a_parameter,
     oom_cut,
     opening_context,
 )
 from console.domain.open_world import end_of_log, open_world
 from console.domain.rank import LineHeader, parse_rank, split_header
+from console.domain.signature_table import read_signature
 from console.domain.signatures import clip
 from console.domain.wraps import WRAP_WIDTH, WrapReader
 
@@ -103,7 +105,10 @@ class Triager:
         line = line.rstrip("\r\n")
         header = split_header(line, deep=True)
         out: list[Finding] = []
-        if rest and header.stream not in self._blocks and (whole := self._wrap.read_rest(prev, header)):
+        # A rest is joined unless it names a class on its own (a line of its own after a long one).
+        if rest and header.stream not in self._blocks and (ordinary or read_signature(header.payload, None) is None) and (
+            whole := self._wrap.read_rest(prev, header)
+        ):
             return self._plain_line(whole[0], whole[1], ts) if may_match(whole[1].payload) else []
         pending = self._pending
         if pending is not None:
@@ -142,7 +147,8 @@ class Triager:
             before = header.payload.split(TRACEBACK_MARKER, 1)[0]
             prev_header = split_header(prev.rstrip("\r\n"), deep=True) if prev else None
             fatal, headline = opening_context(header, before, prev_header)
-        block = Block(header.rank, self._count, header.level, fatal, headline, handled=fatal is False)
+        block = Block(header.rank, self._count, header.level, fatal, headline, handled=fatal is False,
+                      weights=names_a_parameter(headline))
         self._blocks[header.stream] = block
         return block
 
@@ -232,7 +238,9 @@ class Triager:
     def _plain_line(self, line: str, header: LineHeader, ts: float | None) -> list[Finding]:
         payload = header.payload
         if payload[:1] in (" ", "\t"):
-            return []  # a frame or quoted source code, not a message
+            if payload[:1] == "\t" or payload[1:2] in (" ", "\t"):
+                return []  # a frame or quoted source code (indented two or more), not a message
+            payload = payload[1:]  # one space: the rest of a line wrapped at a word
         tail = self._tails.get(header.stream)
         # systemd's own lines about the unit belong to no rank, whatever the engine logged last.
         rank = header.rank
@@ -243,7 +251,7 @@ class Triager:
                                       f"Python exception: {clip(payload, 150)}", rank, False, ts=ts, seq=self._count)
                 if len(line) >= WRAP_WIDTH:  # its wrapped rest may name its class
                     return self._start_pending(line, header, rank, ts, None, payload)
-            self._wrap.open_head = len(line) >= WRAP_WIDTH
+            self._wrap.open_head = len(line) >= WRAP_WIDTH and header.level not in QUIET_LEVELS
             return []
         if tail is not None and finding.cls == tail[0] and not is_systemd_line(payload):
             return []  # the same error's message, continued (NCCL's `ncclUnhandledCudaError: ...`)

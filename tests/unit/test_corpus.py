@@ -9,9 +9,10 @@ stream, then names its decisive finding. A log counts as right when:
 - a new class: the decisive finding is fatal and either names the class or is the open world's
   `engine_error`, whose summary is the exception's own words.
 
-"tune" logs were read while writing the signatures, "holdout" logs never: round 1 held out 14 of the
-first 70, round 2 added 42 more held out; both were scored unseen and then joined the tuning set
-("held_out_in": 1). Round 3's 44 logs are the held-out set now (tests/corpus/SOURCES.md).
+"tune" logs were read while writing the signatures, "holdout" logs never. Each round's held-out set was
+gathered by other engineers while the rules were tuned on the rounds before, scored once unseen, and
+then joined the tuning set ("held_out_in": N): round 1 held out 14 of the first 70, round 2 added 42,
+round 3 44, round 4 66 (tests/corpus/SOURCES.md has each round's unseen score).
 
     .venv/bin/python tests/unit/test_corpus.py [tune|holdout]   # the per-class table
 """

@@ -91,3 +91,75 @@ def test_a_markdown_bullet_before_a_timestamp_is_stripped():
     ]
     found = decisive(triage_lines(frames))
     assert found is not None and found.cls is C.ENGINE_ERROR
+
+
+def test_a_keyerror_naming_a_parameter_is_a_weight_load_error():
+    found = classify_line("KeyError: 'layers.22.mlp.gate_up_proj.weight'")
+    assert found is not None and found.cls is C.WEIGHT_LOAD_ERROR and "gate_up_proj" in found.summary
+
+
+def test_a_keyerror_of_something_else_is_left_to_the_open_world():
+    assert classify_line("KeyError: 'choices'") is None
+    assert classify_line("KeyError: 'model_type'") is None
+
+
+def test_a_traceback_headed_by_a_quoted_parameter_name_is_the_weight_loader():
+    # vLLM's logger.exception(e) of a KeyError prints str(e), the quoted key, then a traceback cut short.
+    lines = [
+        "ERROR 12-09 00:49:29 engine.py:366] 'layers.0.mlp.down_proj.weight.absmax'",
+        "ERROR 12-09 00:49:29 engine.py:366] Traceback (most recent call last):",
+        'ERROR 12-09 00:49:29 engine.py:366]   File "/vllm/engine/multiprocessing/engine.py", line 357, in run_mp_engine',
+    ]
+    found = decisive(triage_lines(lines))
+    assert found is not None and found.cls is C.WEIGHT_LOAD_ERROR
+
+
+def test_rays_memory_monitor_killing_workers_is_host_oom():
+    line = ("Memory on the node (IP: 192.0.2.7, ID: 708c) where the task (actor ID: 0dab, name=RayWorkerVllm.__init__, "
+            "pid=308, memory used=11.15GB) was running was 12.49GB / 13.15GB (0.950003), which exceeds the memory "
+            "usage threshold of 0.95. Ray killed this worker")
+    found = classify_line(line)
+    assert found is not None and found.cls is C.HOST_OOM and found.fatal
+
+
+def test_a_word_wrapped_rest_with_one_space_is_read():
+    lines = ["(raylet) node_manager.cc:3007: 2 Workers (tasks /",
+             " actors) killed due to memory pressure (OOM), 0 Workers crashed due to other reasons"]
+    found = decisive(triage_lines(lines))
+    assert found is not None and found.cls is C.HOST_OOM
+
+
+def test_a_ptxas_error_is_a_compile_error():
+    line = ("ERROR 03-27 12:41:06 [core.py:344] ptxas /tmp/tmp6qa78v4o.ptx, line 661; error   : Modifier "
+            "'.evict_last' cannot be combined with modifier '.cg'")
+    found = classify_line(line)
+    assert found is not None and found.cls is C.COMPILE_ERROR and found.fatal
+    assert classify_line("ptxas info    : Used 128 registers, 384 bytes cmem[0]") is None
+
+
+def test_an_nccl_warning_is_a_note_that_names_a_death_that_says_nothing():
+    warn = ("node5:240:240 [6] misc/socket.cc:533 NCCL WARN socketPollConnect: Connect to 192.0.2.4<56849> "
+            "returned 113(No route to host) errno 115(Operation now in progress)")
+    note = classify_line(warn)
+    assert note is not None and note.cls is C.NCCL and not note.fatal
+    cut = [
+        "[2025-02-24 14:09:34 TP14] Scheduler hit an exception: Traceback (most recent call last):",
+        '  File "/sgl-workspace/sglang/python/sglang/srt/managers/tp_worker.py", line 68, in __init__',
+        "    self.model_runner = ModelRunner(",
+    ]
+    found = decisive(triage_lines([warn, *cut]))
+    assert found is not None and found.cls is C.NCCL and found.fatal
+    assert decisive(triage_lines([warn])) is None  # a warning alone is no failure
+
+
+def test_an_nccl_warning_does_not_override_a_named_exception():
+    warn = "node5:240:240 [6] misc/socket.cc:533 NCCL WARN socketPollConnect: Connect returned 113(No route to host)"
+    lines = [warn, "Traceback (most recent call last):", '  File "/a.py", line 1, in f', "ZeroDivisionError: division by zero"]
+    found = decisive(triage_lines(lines))
+    assert found is not None and found.cls is C.ENGINE_ERROR
+
+
+def test_an_elided_oom_still_gives_what_was_free():
+    found = classify_line("tvm.error.InternalError: CUDA out of memory. Tried to allocate 73.65 GiB. GPU 1 ... "
+                          "50.40 GiB is free.")
+    assert found is not None and found.oom.free_bytes == round(50.40 * 2**30) and found.oom.total_bytes is None

@@ -14,7 +14,7 @@ gathered by other engineers while the rules were tuned on the rounds before, sco
 then joined the tuning set ("held_out_in": N): round 1 held out 14 of the first 70, round 2 added 42,
 round 3 44, round 4 66 (tests/corpus/SOURCES.md has each round's unseen score).
 
-    .venv/bin/python tests/unit/test_corpus.py [tune|holdout]   # the per-class table
+    .venv/bin/python tests/unit/test_corpus.py [tune|holdout|round N]   # the per-class table
 """
 
 from __future__ import annotations
@@ -95,11 +95,11 @@ def _right(label: dict, found: Finding | None) -> bool:
     return found.cls.value == cls or found.cls is FindingClass.ENGINE_ERROR
 
 
-def score(split: str) -> list[Scored]:
-    """Every log of one split, triaged and judged."""
+def score(split: str, held_out_in: int | None = None) -> list[Scored]:
+    """Every log of one split (or, with `held_out_in`, of one round's held-out set), triaged and judged."""
     out = []
     for label in _labels():
-        if label["split"] != split:
+        if label["split"] != split if held_out_in is None else label.get("held_out_in") != held_out_in:
             continue
         found = triage_file(CORPUS / "logs" / label["file"])
         out.append(Scored(label["file"], label["class"], split, found, _right(label, found)))
@@ -168,5 +168,7 @@ def test_holdout_split_meets_the_bars():
 
 
 if __name__ == "__main__":
+    # `tune`, `holdout`, or `round N`: one round's held-out set, wherever it is now.
     _split = sys.argv[1] if len(sys.argv) > 1 else "tune"
-    print(table(score(_split)) or f'no logs with split "{_split}" in {LABELS}')
+    _round = int(sys.argv[2]) if _split == "round" else None
+    print(table(score(_split, _round)) or f'no logs with split "{_split}" in {LABELS}')

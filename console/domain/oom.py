@@ -24,6 +24,8 @@ from console.domain.units import format_bytes, parse_size
 OOM_MARKERS = (
     "CUDA out of memory", "CUDA error: out of memory", "CUDA driver error: out of memory",
     "CUDA Error: out of memory",  # sgl-kernel's and custom all-reduce's CUDACHECK
+    "[CUDA]: out of memory", "CUDA_ERROR_OUT_OF_MEMORY",  # Triton's driver errors
+    "Cuda failure 'out of memory'",  # NCCL's own allocation (`NCCL WARN Cuda failure 'out of memory'`)
     "would exceed allowed memory",  # the cudaMallocAsync allocator's `Allocation on device 0 would exceed ...`
 )
 

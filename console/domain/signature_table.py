@@ -36,7 +36,8 @@ class Signature:
 
 SIGNATURES: tuple[Signature, ...] = (
     Signature(C.CUDA_GRAPH, ("Capture cuda graph failed", "Capture CUDA graph failed", "CUDA graph capture failed",
-                            "disable cuda graph by --disable-cuda-graph"),
+                            "disable cuda graph by --disable-cuda-graph", "Piecewise CUDA Graph failed",
+                            "add --disable-piecewise-cuda-graph"),
               known.cuda_graph,
               ("operation not permitted when stream is capturing", "cudaErrorStreamCapture",
                "a previous error during capture", "during CUDA graph capture", "cudaStreamCaptureStatusActive")),
@@ -120,7 +121,7 @@ SIGNATURES: tuple[Signature, ...] = (
 GATES: tuple[str, ...] = (
     "rror", "xception", "emory", "ailed", "nccl", "atchdog", "Errno", "SIG", "illed", "apability", "profiled",
     "Main process", "Start request", "sigquit", "terminate", "what():", "dumped", "exit code", "NVRM",
-    "egfault", "in KV cache", "disable-cuda-graph", " blocks: 0,", "NCCL WARN",
+    "egfault", "in KV cache", "cuda-graph", " blocks: 0,", "NCCL WARN", "OUT_OF_MEMORY",
 )
 #: Every needle of every signature.
 ALL_NEEDLES: tuple[str, ...] = tuple(dict.fromkeys(n for sig in SIGNATURES for n in sig.needles))

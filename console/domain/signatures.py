@@ -101,10 +101,13 @@ def cuda_graph(text: str, rank: str | None) -> Reading:
     if "illegal memory access" in text:
         return Reading(illegal_access(text, rank).summary, cls=FindingClass.ILLEGAL_MEMORY_ACCESS,
                        context=FindingClass.CUDA_GRAPH)
-    if "by --disable-cuda-graph" in text and "Capture" not in text:
+    if ("by --disable-cuda-graph" in text or "add --disable-piecewise-cuda-graph" in text) and (
+        "Capture" not in text and "Piecewise CUDA Graph failed" not in text
+    ):
         return Reading("CUDA graph capture failed: SGLang printed its capture-failure advice (the reason "
                        "comes just before it)")
-    for marker in ("Capture cuda graph failed", "Capture CUDA graph failed", "CUDA graph capture failed"):
+    for marker in ("Capture cuda graph failed", "Capture CUDA graph failed", "CUDA graph capture failed",
+                   "Piecewise CUDA Graph failed with error", "Piecewise CUDA Graph failed"):
         if marker in text:
             reason = text.split(marker, 1)[1].lstrip(": .")
             return Reading(f"CUDA graph capture failed: {clip(reason, 120) or 'no reason given'}")
@@ -118,7 +121,10 @@ def cuda_oom(text: str, rank: str | None) -> Reading | None:
         figures = OomFigures(None, None, None, None, None)
         return Reading(f"CUDA OOM{f' ({rank})' if rank else ''}: cuBLAS could not allocate its workspace", True,
                        figures)
-    return Reading(oom_summary(figures, rank), True, figures) if figures is not None else None
+    if figures is None:
+        return None
+    # NCCL logs its failed allocation as a WARN, then fails the collective: the OOM is the cause.
+    return Reading(oom_summary(figures, rank), True, figures, certain="Cuda failure 'out of memory'" in text)
 
 
 def kv_cache(text: str, rank: str | None) -> Reading | None:
@@ -192,8 +198,8 @@ def weight_load(text: str, rank: str | None) -> Reading | None:
     if "KeyError" in text:
         key = _PARAM_KEY.search(text)
         if key is not None:
-            return Reading(f"Weights could not be loaded: the model has no parameter '{clip(key['key'], 100)}' "
-                           "(the checkpoint's names or quantization do not match the model)")
+            return Reading(f"Weights could not be loaded: KeyError: '{clip(key['key'], 100)}' (a checkpoint "
+                           "tensor the model has no parameter for: names or quantization differ)")
         if not any(words in text for words in _WEIGHT_WORDS):
             return None  # a KeyError of something else: the open world names it
     if "FileNotFoundError" in text or "No such file or directory" in text:

@@ -233,14 +233,14 @@ def test_unclassified_exception_that_killed_the_scheduler_is_an_engine_error():
             "[2026-05-26 00:06:20 TP1] Scheduler hit an exception: Traceback (most recent call last):",
             '  File "/x/scheduler.py", line 1, in run',
             "    do()",
-            "KeyError: 'model.layers.3.mlp.gate.weight'",
+            "KeyError: 'rope_scaling'",
         ]
     )
     assert len(findings) == 1
     f = findings[0]
     assert f.cls is FindingClass.ENGINE_ERROR and f.rank == "TP1" and f.fatal
-    assert f.summary == "KeyError: 'model.layers.3.mlp.gate.weight'"
-    assert f.line.endswith("KeyError: 'model.layers.3.mlp.gate.weight'") and f.seq == 4
+    assert f.summary == "KeyError: 'rope_scaling'"
+    assert f.line.endswith("KeyError: 'rope_scaling'") and f.seq == 4
 
 
 def test_logged_traceback_of_unknown_weight_is_a_note_until_the_process_dies():
@@ -307,7 +307,10 @@ def test_continued_nccl_message_is_one_finding():
         "Cuda failure 'out of memory'",
     ]
     findings = triage_lines(lines)
-    assert [(f.cls, f.rank) for f in findings] == [(FindingClass.NCCL, "TP0")]
+    # The NCCL message's own continuation is no finding of its own; its last error, a failed CUDA
+    # allocation, is one, and it is the root cause.
+    assert [(f.cls, f.rank) for f in findings] == [(FindingClass.NCCL, "TP0"), (FindingClass.CUDA_OOM, None)]
+    assert decisive(findings).cls is FindingClass.CUDA_OOM
 
 
 def test_findings_carry_ts():

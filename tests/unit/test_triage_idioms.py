@@ -163,3 +163,26 @@ def test_an_elided_oom_still_gives_what_was_free():
     found = classify_line("tvm.error.InternalError: CUDA out of memory. Tried to allocate 73.65 GiB. GPU 1 ... "
                           "50.40 GiB is free.")
     assert found is not None and found.oom.free_bytes == round(50.40 * 2**30) and found.oom.total_bytes is None
+
+
+def test_sglangs_piecewise_capture_failure_is_a_failed_capture():
+    found = classify_line("[2026-05-14 20:48:43] Piecewise CUDA Graph failed with error: object of type 'NoneType' "
+                          "has no len()")
+    assert found is not None and found.cls is C.CUDA_GRAPH and "NoneType" in found.summary
+    advice = classify_line("To work around this error, add --disable-piecewise-cuda-graph to your launch command.")
+    assert advice is not None and advice.cls is C.CUDA_GRAPH
+    assert classify_line("python -m sglang.launch_server --cuda-graph-max-bs 16 --port 30000") is None
+
+
+def test_an_oom_in_nccls_own_allocation_is_the_cause_of_its_error():
+    lines = [
+        "gpu-node-1:2140:2140 [3] include/alloc.h:103 NCCL WARN Cuda failure 'out of memory'",
+        "RuntimeError: NCCL Error 1: unhandled cuda error (run with NCCL_DEBUG=INFO for details)",
+    ]
+    found = decisive(triage_lines(lines))
+    assert found is not None and found.cls is C.CUDA_OOM and found.fatal
+
+
+def test_tritons_driver_oom_is_a_cuda_oom():
+    found = classify_line("RuntimeError: Triton Error [CUDA]: out of memory")
+    assert found is not None and found.cls is C.CUDA_OOM

@@ -37,6 +37,7 @@ from console.ops.fit_check import fit_layout, host_capacity
 from console.ops.probe import LevelProgress, probe_service
 from console.ops.results_store import DONE, INTERRUPTED, RUNNING, LayoutOutcome, ResultsStore
 from console.ops.results_table import best_layout, levels_of
+from console.ops.service_locks import explore_lock_name
 from console.ops.status import running_layout, unit_states
 from console.ops.switch import resolve, switch_layout
 
@@ -51,10 +52,6 @@ EventSink = Callable[[Any], None]
 
 class ExploreRefused(ConsoleError):
     """Another explore of this service runs, or there is nothing to resume."""
-
-
-def explore_lock_name(service: ServiceConfig) -> str:
-    return f"explore-{service.name}"
 
 
 class Explore:
@@ -95,7 +92,7 @@ class Explore:
 
         task = asyncio.ensure_future(switch_layout(
             self.host, self.service, name, force=force, timeout_s=timeout_s, audit=self.audit,
-            on_event=watch_steps))  # fmt: skip
+            on_event=watch_steps, within_explore=True))  # fmt: skip
         try:
             result = await asyncio.shield(task)
         except asyncio.CancelledError:
@@ -174,7 +171,8 @@ class Explore:
             async with self.host.lock(explore_lock_name(self.service)):
                 return await self._run_locked(opts, resume, t0)
         except LockBusy as exc:
-            raise ExploreRefused(f"another explore of {self.service.name} runs on {self.host.name} ({exc})") from None
+            raise ExploreRefused(f"another explore or a switch of {self.service.name} runs on {self.host.name} "
+                                 f"({exc})") from None
 
     async def _run_locked(self, opts: ExploreOptions | None, resume: bool, t0: float) -> ExploreResult:
         host, svc = self.host.name, self.service.name

@@ -10,11 +10,11 @@ import time
 from collections.abc import Callable
 
 from console.config import ServiceConfig
-from console.hosts.base import Host, LockBusy
+from console.hosts.base import Host
 from console.ops.audit import AuditLog
 from console.ops.events import READY, REFUSED, ResultEvent, StepEvent, SwitchEvent, SwitchResult
+from console.ops.service_locks import ServiceBusy, switch_locks
 from console.ops.status import running_layout, unit_states
-from console.ops.switch import lock_name
 from console.ops.switch_watch import StartWatch
 
 STOPPED = "stopped"
@@ -28,17 +28,17 @@ async def running_unit(host: Host, service: ServiceConfig, audit: AuditLog | Non
 
 async def stop_service(host: Host, service: ServiceConfig, *, audit: AuditLog | None = None) -> SwitchResult:
     """Stop the service's running unit and wait until it has stopped (outcome `stopped`), or say that
-    nothing runs (`nothing-running`); `refused` while a switch of it holds the lock."""
+    nothing runs (`nothing-running`); `refused` while a switch or an explore of it holds the lock."""
     t0 = time.monotonic()
     unit, layout = await running_unit(host, service, audit)
     base = dict(host=host.name, service=service.name, layout=layout or "-", unit=unit)
     if unit is None:
         return SwitchResult(**base, outcome=NOTHING, reason=f"no unit of {service.name} is running")
     try:
-        async with host.lock(lock_name(service)):
+        async with switch_locks(host, service):
             await host.services.stop(unit)
-    except LockBusy as exc:
-        return SwitchResult(**base, outcome=REFUSED, reason=f"a switch of {service.name} is running ({exc})")
+    except ServiceBusy as exc:
+        return SwitchResult(**base, outcome=REFUSED, reason=str(exc))
     return SwitchResult(
         **base, outcome=STOPPED, reason=f"{unit} stopped; {service.name} is not serving",
         elapsed_s=time.monotonic() - t0,
@@ -66,7 +66,7 @@ async def restart_service(
         return result  # no events: nothing happened
     started_at = time.time()
     try:
-        async with host.lock(lock_name(service)):
+        async with switch_locks(host, service):
             cursor = None
             async for entry in host.services.journal(unit, follow=False, lines=1):
                 cursor = entry.cursor
@@ -78,9 +78,9 @@ async def restart_service(
             watch = StartWatch(host, service, unit, layout=name, emit=emit, started_mono=t0,
                                state_poll_s=state_poll_s, health_poll_s=health_poll_s)  # fmt: skip
             verdict = await watch.run(after_cursor=cursor, timeout_s=timeout_s)
-    except LockBusy as exc:
+    except ServiceBusy as exc:
         result = SwitchResult(host=host.name, service=service.name, layout=name, outcome=REFUSED, unit=unit,
-                              reason=f"a switch of {service.name} is running ({exc})")  # fmt: skip
+                              reason=str(exc))  # fmt: skip
         emit(ResultEvent(layout=name, elapsed_s=time.monotonic() - t0, result=result))
         return result
     result = SwitchResult(

@@ -6,8 +6,8 @@
 3. Watch journal, unit state and health probe at once (switch_watch); the first decisive event wins.
 4. ready | failed (with the triaged cause) | timeout; on failure roll back to the last layout that was
    ready, unless told not to, and report the rollback's own outcome.
-5. Every switch goes to the audit log; two switches of one service exclude each other through the host's
-   lock, across processes and machines.
+5. Every switch goes to the audit log; two switches of one service, or a switch and an explore,
+   exclude each other through the host's locks, across processes and machines (service_locks.py).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from console.config import DROP_IN, ENV_FILE, LayoutConfig, ServiceConfig
 from console.domain.models import Finding, FindingClass, Phase, UnitState
 from console.errors import ConsoleError, UsageError
-from console.hosts.base import Host, LockBusy
+from console.hosts.base import Host
 from console.ops.events import (
     FAILED,
     READY,
@@ -34,6 +34,7 @@ from console.ops.events import (
 )
 from console.ops.fit_check import fit_layout, host_capacity
 from console.ops.layout_files import layout_file
+from console.ops.service_locks import ServiceBusy, lock_name, switch_locks
 from console.ops.status import running_layout, unit_states
 from console.ops.switch_watch import StartWatch, Verdict
 
@@ -41,10 +42,6 @@ if TYPE_CHECKING:
     from console.ops.audit import AuditLog
 
 EventSink = Callable[[SwitchEvent], None]
-
-
-def lock_name(service: ServiceConfig) -> str:
-    return f"switch-{service.name}"
 
 
 def resolve(
@@ -84,21 +81,24 @@ async def switch_layout(
     on_event: EventSink | None = None,
     state_poll_s: float = 0.1,
     health_poll_s: float = 0.5,
+    within_explore: bool = False,
 ) -> SwitchResult:
     """Switch `service` on `host` to `layout_name`; emit events as it goes and one result at the end.
 
     Args:
         restart_ready: when `layout_name` already runs and is ready, restart it (the TUI has asked
             first); when False, leave it serving and return an `unchanged` result.
+        within_explore: this switch is an explore's own (it holds the explore lock already); any
+            other switch is refused while an explore of the service runs (ops/service_locks.py).
     """
     svc, layout = resolve(host, service, layout_name)
     run = _Switch(host, svc, audit, on_event or (lambda _e: None), timeout_s, state_poll_s, health_poll_s)
     t0 = time.monotonic()
     try:
-        async with host.lock(lock_name(svc)):
+        async with switch_locks(host, svc, within_explore=within_explore):
             result = await run.switch(layout, force=force, rollback=rollback, restart_ready=restart_ready)
-    except LockBusy as exc:
-        reason = f"another switch of {svc.name} is running on {host.name} ({exc})"
+    except ServiceBusy as exc:
+        reason = str(exc)
         from_layout = await run.running_layout_or_none()
         result = run.refused(layout, reason, force, elapsed_s=time.monotonic() - t0, from_layout=from_layout)
     run.emit(ResultEvent(layout=result.layout, elapsed_s=result.elapsed_s, result=result))

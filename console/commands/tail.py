@@ -19,7 +19,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     add_host_option(parser)
     parser.add_argument("--unit", metavar="U", help="this unit instead of the service's current one")
     parser.add_argument("--follow", "-f", action="store_true", help="keep printing new entries")
-    parser.add_argument("--json", action="store_true", help="one JSON object per entry")
+    parser.add_argument("--json", action="store_true", help="one JSON object per entry (secrets masked)")
+    parser.add_argument("--no-redact", action="store_true",
+                        help="with --json, the host's exact text, API keys and tokens included")
     parser.add_argument("-n", type=int, default=50, metavar="N", help="entries before following (default 50)")
     parser.set_defaults(func=run)
 
@@ -29,11 +31,14 @@ def run(args: argparse.Namespace) -> int:
 
     if args.n < 0:
         raise UsageError("-n must not be negative")
+    if args.no_redact and not args.json:
+        raise UsageError("tail: --no-redact goes with --json (the text output always masks secrets)")
     config, host_cfg, service = pick_target(args)
     return asyncio.run(_tail(host_cfg, service, args))
 
 
 async def _tail(host_cfg, service, args: argparse.Namespace) -> int:
+    from console.domain.redact import redact
     from console.domain.text import shown
     from console.domain.triage import Triager
     from console.factory import open_host
@@ -50,9 +55,15 @@ async def _tail(host_cfg, service, args: argparse.Namespace) -> int:
             latest = sorted(states, key=lambda s: s.since or 0.0)
             unit = running[0].unit if running else (latest[-1].unit if latest else service.all_units()[0])
         triager = Triager(service.engine)
+        # JSON output is shipped and stored: secrets are masked there too unless asked (--no-redact);
+        # json.dumps escapes every control character, so nothing else is changed.
+        exact = (lambda text: text) if args.no_redact else redact
         async for entry in host.services.journal(unit, follow=args.follow, lines=args.n):
             findings = triager.feed(entry.message, entry.ts)
             if args.json:
+                finding = findings[0].to_json() if findings else None
+                if finding is not None:
+                    finding["line"] = exact(finding["line"])
                 print_json(
                     {
                         "event": "journal",
@@ -61,8 +72,8 @@ async def _tail(host_cfg, service, args: argparse.Namespace) -> int:
                         "unit": entry.unit,
                         "source": entry.source,
                         "priority": entry.priority,
-                        "message": entry.message,
-                        "finding": findings[0].to_json() if findings else None,
+                        "message": exact(entry.message),
+                        "finding": finding,
                     }
                 )
                 continue

@@ -20,7 +20,7 @@ def _journal_with(tmp_path, *messages: str) -> None:
         append_entry(unit_dir / "journal.jsonl", message, pid=4242)
 
 
-def test_tail_prints_hostile_journal_text_as_escapes_and_json_stays_exact(sim_env):  # noqa: F811
+def test_tail_prints_hostile_journal_text_as_escapes_and_json_masks_only_secrets(sim_env):  # noqa: F811
     tmp_path, env = sim_env
     secret = "server_args=ServerArgs(api_key='sk-live-123', port=30000)"
     _journal_with(tmp_path, HOSTILE, secret)
@@ -33,7 +33,12 @@ def test_tail_prints_hostile_journal_text_as_escapes_and_json_stays_exact(sim_en
     as_json = cli(tmp_path, env, "tail", "--unit", UNIT, "-n", "5", "--json")
     assert not LIVE & set(as_json.stdout.replace("\n", ""))
     messages = [json.loads(line)["message"] for line in as_json.stdout.splitlines()]
-    assert messages == [HOSTILE, secret]  # exact, the host's journal untouched
+    # Controls exact (json.dumps escapes them), secrets masked: JSON is what gets shipped and stored.
+    assert messages == [HOSTILE, "server_args=ServerArgs(api_key='***', port=30000)"]
+    exact = cli(tmp_path, env, "tail", "--unit", UNIT, "-n", "5", "--json", "--no-redact")
+    assert [json.loads(line)["message"] for line in exact.stdout.splitlines()] == [HOSTILE, secret]
+    alone = cli(tmp_path, env, "tail", "--unit", UNIT, "--no-redact")
+    assert alone.returncode != 0 and "--no-redact goes with --json" in alone.stderr
 
 
 def test_triage_json_and_summary_carry_no_live_c1_or_bidi(tmp_path):

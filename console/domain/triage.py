@@ -276,12 +276,8 @@ class Triager:
     # -- the end of a log, and its decisive finding -------------------------------------------------
 
     def finish(self) -> list[Finding]:
-        """The log has ended: report what it was still assembling, and what it ended on when no cause
-        is named (open_world.end_of_log).
-
-        Returns:
-            The findings this completes.
-        """
+        """The log has ended: return the findings that completes (what it was still assembling, and
+        what it ended on when no cause is named: open_world.end_of_log)."""
         out = self._flush()
         return out + self._report(end_of_log(self._history, self._loose, self._blocks.values(), self._count))
 

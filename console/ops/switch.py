@@ -4,6 +4,9 @@
 2. Stop the running layout's unit(s); write the env file or drop-in (and daemon-reload) for single-unit
    services; reset-failed and start the new unit.
 3. Watch journal, unit state and health probe at once (switch_watch); the first decisive event wins.
+   Steps 2 and 3, and the audit of each attempt, are switch_start.py's LayoutStarter, shared by a
+   switch and its rollback; this module holds the decisions around them (the service and layout,
+   unchanged or restart, preflight, lock refusal, the rollback's target).
 4. ready | failed (with the triaged cause) | timeout; on failure roll back to the last layout that was
    ready, unless told not to, and report the rollback's own outcome.
 5. Every switch goes to the audit log; two switches of one service, or a switch and an explore,
@@ -12,13 +15,10 @@
 
 from __future__ import annotations
 
-import asyncio
 import time
-from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from console.config import DROP_IN, ENV_FILE, LayoutConfig, ServiceConfig
-from console.domain.models import Finding, FindingClass, Phase, UnitState
+from console.config import LayoutConfig, ServiceConfig
 from console.errors import ConsoleError, UsageError
 from console.hosts.base import Host
 from console.ops.events import (
@@ -28,20 +28,15 @@ from console.ops.events import (
     TIMEOUT,
     UNCHANGED,
     ResultEvent,
-    StepEvent,
-    SwitchEvent,
     SwitchResult,
 )
 from console.ops.fit_check import fit_layout, host_capacity
-from console.ops.layout_files import layout_file
 from console.ops.service_locks import ServiceBusy, lock_name, switch_locks
 from console.ops.status import running_layout, unit_states
-from console.ops.switch_watch import StartWatch, Verdict
+from console.ops.switch_start import EventSink, LayoutStarter
 
 if TYPE_CHECKING:
     from console.ops.audit import AuditLog
-
-EventSink = Callable[[SwitchEvent], None]
 
 
 def resolve(
@@ -105,47 +100,8 @@ async def switch_layout(
     return result
 
 
-class _Switch:
-    """One switch (and its rollback) under the service's lock."""
-
-    def __init__(
-        self,
-        host: Host,
-        service: ServiceConfig,
-        audit: AuditLog | None,
-        emit: EventSink,
-        timeout_s: float,
-        state_poll_s: float,
-        health_poll_s: float,
-    ) -> None:
-        self.host = host
-        self.service = service
-        self.audit = audit
-        self.emit = emit
-        self.timeout_s = timeout_s
-        self.state_poll_s = state_poll_s
-        self.health_poll_s = health_poll_s
-
-    def step(
-        self,
-        layout: str,
-        t0: float,
-        step: str,
-        detail: str,
-        *,
-        unit: str | None = None,
-        rollback: bool = False,
-    ) -> None:
-        self.emit(
-            StepEvent(
-                layout=layout,
-                elapsed_s=time.monotonic() - t0,
-                rollback=rollback,
-                step=step,
-                detail=detail,
-                unit=unit,
-            )
-        )
+class _Switch(LayoutStarter):
+    """One switch (and its rollback) under the service's lock: what to start, and whether to start it."""
 
     def refused(
         self,
@@ -250,97 +206,6 @@ class _Switch:
             target, from_layout=failed.layout, forced=True, fit_json=None, t0=t0, rollback_of=failed.audit_id
         )
         return _with_rollback(failed, back)
-
-    async def start(
-        self,
-        layout: LayoutConfig,
-        *,
-        from_layout: str | None,
-        forced: bool,
-        fit_json: dict | None,
-        t0: float,
-        rollback_of: int | None = None,
-        states: Sequence[UnitState] | None = None,
-    ) -> SwitchResult:
-        """Stop what runs (`states`, when just read), start `layout`, watch it to a verdict, audit it."""
-        is_rollback = rollback_of is not None
-        svc, unit = self.service, self.service.unit_for(layout)
-        audit_id = None
-        if self.audit is not None:
-            audit_id = self.audit.begin(
-                host=self.host.name, service=svc.name, to_layout=layout.name, from_layout=from_layout,
-                forced=forced, rollback_of=rollback_of, fit_verdict=(fit_json or {}).get("verdict"),
-            )  # fmt: skip
-        started_at = time.time()
-        try:
-            verdict = await self._start_and_watch(layout, unit, t0, is_rollback, states)
-        except (asyncio.CancelledError, KeyboardInterrupt):
-            if self.audit is not None and audit_id is not None:
-                self.audit.finish(audit_id, outcome="interrupted", reason="the switch was cancelled")
-            raise
-        elapsed = time.monotonic() - t0
-        failure = verdict.failure
-        if self.audit is not None and audit_id is not None:
-            self.audit.finish(
-                audit_id, outcome=verdict.outcome, reason=verdict.reason,
-                failure=failure.to_json() if failure else None, detected_after_s=verdict.detected_after_s,
-                elapsed_s=elapsed,
-            )  # fmt: skip
-        return SwitchResult(
-            host=self.host.name, service=svc.name, layout=layout.name, outcome=verdict.outcome,
-            reason=verdict.reason, from_layout=from_layout, unit=unit, failure=failure,
-            detected_after_s=verdict.detected_after_s, elapsed_s=elapsed, phase=verdict.phase.value,
-            forced=forced, fit=fit_json, audit_id=audit_id, started_at=started_at, verdict_at=verdict.verdict_at,
-        )  # fmt: skip
-
-    async def _start_and_watch(
-        self, layout: LayoutConfig, unit: str, t0: float, rollback: bool, states: Sequence[UnitState] | None
-    ) -> Verdict:
-        services = self.host.services
-        action = "prepare the layout's file"
-        try:
-            # The file is built (and an env file read) before anything stops, so a refusal costs nothing.
-            existing = None
-            if self.service.mapping == ENV_FILE and self.service.env_file is not None:
-                action = f"read {self.service.env_file}"
-                existing = await services.read_file(self.service.env_file)
-            try:
-                written = layout_file(self.service, layout, existing)
-            except ValueError as exc:
-                raise UsageError(str(exc)) from None
-            action = "stop the running layout"
-            for state in states if states is not None else await unit_states(self.host, self.service):
-                if state.is_running:
-                    self.step(
-                        layout.name, t0, "stop", f"stopping {state.unit}", unit=state.unit, rollback=rollback
-                    )
-                    await services.stop(state.unit)
-            if written is not None:
-                path, content = written
-                action = f"write {path}"
-                self.step(layout.name, t0, "write", f"writing {path}", unit=unit, rollback=rollback)
-                await services.write_file(path, content)
-                if self.service.mapping == DROP_IN:
-                    await services.daemon_reload()
-            action = f"start {unit}"  # start() clears a failed state first (systemctl reset-failed)
-            cursor = None
-            async for entry in services.journal(unit, follow=False, lines=1):
-                cursor = entry.cursor
-            self.step(layout.name, t0, "start", f"starting {unit}", unit=unit, rollback=rollback)
-            await services.start(unit)
-        except ConsoleError as exc:  # the host refused an action: a failed switch, said in one line
-            now = time.time()
-            reason = f"could not {action}: {exc}"
-            failure = Finding(cls=FindingClass.UNIT_FAILED, line=str(exc), summary=reason, ts=now)
-            return Verdict(FAILED, reason, failure, now, now, Phase.FAILED)
-        watch = StartWatch(
-            self.host, self.service, unit, layout=layout.name, emit=self.emit, started_mono=t0,
-            rollback=rollback, state_poll_s=self.state_poll_s, health_poll_s=self.health_poll_s,
-        )  # fmt: skip
-        self.step(
-            layout.name, t0, "watch", "watching journal, unit state and health", unit=unit, rollback=rollback
-        )
-        return await watch.run(after_cursor=cursor, timeout_s=self.timeout_s)
 
 
 def _with_rollback(failed: SwitchResult, back: SwitchResult) -> SwitchResult:

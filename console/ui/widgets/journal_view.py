@@ -3,6 +3,7 @@
 Textual's `Log` is the reference. The differences that matter here: lines arrive in batches with one
 refresh per batch, each line carries its triage finding (highlighted through component classes, so
 the colours come from the theme), storage is capped, and a filter or a search never drops a line.
+The lines live in `journal_store`; what one line looks like, and its strip cache, in `journal_strips`.
 """
 
 from __future__ import annotations
@@ -11,10 +12,7 @@ import re
 from bisect import bisect_left
 from collections.abc import Sequence
 
-from rich.segment import Segment
-from rich.style import Style
 from textual.actions import SkipAction
-from textual.cache import LRUCache
 from textual.events import Click
 from textual.geometry import Size
 from textual.message import Message
@@ -23,13 +21,12 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from console.domain.models import Finding
-from console.ui.widgets.journal_lines import JournalLine, LineFilter, marker_for
+from console.ui.widgets.journal_lines import JournalLine, LineFilter
 from console.ui.widgets.journal_store import JournalStore
+from console.ui.widgets.journal_strips import JOURNAL_COMPONENT_CLASSES, STRIP_CACHE_LINES, JournalStrips
 
-#: Rendered lines kept (a screenful or two, with and without the cursor). Each cached line holds
-#: about three Textual strips with seven small caches each; 2048 lines kept ~100k objects alive for
-#: the garbage collector to walk, for no gain under a flood where every frame shows new lines.
-STRIP_CACHE_LINES = 256
+__all__ = ["H_SCROLL_MIN_COLUMNS", "STRIP_CACHE_LINES", "JournalView"]
+
 #: The fewest columns one → or ← moves a long line (a quarter of the view when that is more).
 H_SCROLL_MIN_COLUMNS = 8
 
@@ -37,19 +34,7 @@ H_SCROLL_MIN_COLUMNS = 8
 class JournalView(ScrollView, can_focus=True):
     """A virtualised, bounded log of journal lines with triage highlighting."""
 
-    COMPONENT_CLASSES = {
-        "journal--oom",
-        "journal--nccl",
-        "journal--traceback",
-        "journal--error",
-        "journal--marker-oom",
-        "journal--marker-nccl",
-        "journal--marker-traceback",
-        "journal--marker-error",
-        "journal--cursor",
-        "journal--match",
-        "journal--unit",
-    }
+    COMPONENT_CLASSES = set(JOURNAL_COMPONENT_CLASSES)
 
     follow: var[bool] = var(True)
     """Stick to the end as lines arrive; off while the user has scrolled up."""
@@ -72,9 +57,12 @@ class JournalView(ScrollView, can_focus=True):
         self.end_key_is_screens = end_key_is_screens
         self.store = JournalStore(line_cap)
         self._width = 0
-        self._cache: LRUCache[tuple[int, bool], Strip] = LRUCache(STRIP_CACHE_LINES)
-        self._styles: dict[str, Style] = {}
-        self.search: re.Pattern[str] | None = None
+        self._strips = JournalStrips(lambda name: self.get_component_rich_style(name, partial=True))
+
+    @property
+    def search(self) -> re.Pattern[str] | None:
+        """The pattern highlighted and stepped through with n and N (None: no search)."""
+        return self._strips.search
 
     # -- storage (JournalStore keeps the lines, this keeps the screen in step) -------------------------
     @property
@@ -139,7 +127,7 @@ class JournalView(ScrollView, can_focus=True):
         was_at_end = self.follow
         longest, removed_rows, reordered = self.store.append(items)
         if reordered:
-            self._cache.clear()  # late lines moved in among shown ones: their seqs changed
+            self._strips.forget()  # late lines moved in among shown ones: their seqs changed
         self._width = max(self._width, longest + 24)
         self.virtual_size = Size(self._width, self.row_count)
         if was_at_end:
@@ -151,7 +139,7 @@ class JournalView(ScrollView, can_focus=True):
 
     def clear(self) -> None:
         self.store.clear()
-        self._cache.clear()
+        self._strips.forget()
         self.virtual_size = Size(0, 0)
         self.refresh()
 
@@ -167,13 +155,12 @@ class JournalView(ScrollView, can_focus=True):
         self._after_rows_changed()
 
     def set_search(self, pattern: re.Pattern[str] | None) -> None:
-        self.search = pattern
-        self._cache.clear()
+        self._strips.set_search(pattern)
         self.refresh()
 
     def _after_rows_changed(self) -> None:
         self.virtual_size = Size(self._width, self.row_count)
-        self._cache.clear()
+        self._strips.forget()
         if self.cursor_seq is not None and self._row_of_seq(self.cursor_seq) is not None:
             self._scroll_to_cursor()
         elif self.follow:
@@ -186,7 +173,7 @@ class JournalView(ScrollView, can_focus=True):
 
     def move_cursor_to(self, seq: int) -> None:
         self.cursor_seq = seq
-        self._cache.clear()
+        self._strips.forget()
         self._scroll_to_cursor()
         self.refresh()
 
@@ -243,12 +230,12 @@ class JournalView(ScrollView, can_focus=True):
         line = self.line_at_row(int(self.scroll_y) + event.y)
         if line is not None:
             self.cursor_seq = line.seq
-            self._cache.clear()
+            self._strips.forget()
             self.refresh()
 
     def clear_cursor(self) -> None:
         self.cursor_seq = None
-        self._cache.clear()
+        self._strips.forget()
         self.refresh()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
@@ -292,14 +279,7 @@ class JournalView(ScrollView, can_focus=True):
     # -- rendering -----------------------------------------------------------------------------------
     def notify_style_update(self) -> None:
         super().notify_style_update()
-        self._styles.clear()
-        self._cache.clear()
-
-    def _style(self, name: str) -> Style:
-        style = self._styles.get(name)
-        if style is None:
-            style = self._styles[name] = self.get_component_rich_style(name, partial=True)
-        return style
+        self._strips.forget_styles()
 
     def render_line(self, y: int) -> Strip:
         scroll_x, scroll_y = self.scroll_offset
@@ -308,38 +288,5 @@ class JournalView(ScrollView, can_focus=True):
         line = self.line_at_row(scroll_y + y)
         if line is None:
             return Strip.blank(width, base)
-        is_cursor = line.seq == self.cursor_seq
-        key = (line.seq, is_cursor)
-        strip = self._cache.get(key)
-        if strip is None:
-            strip = self._cache[key] = self._render_journal_line(line, is_cursor, base)
+        strip = self._strips.strip_for(line, line.seq == self.cursor_seq, base)
         return strip.crop_extend(scroll_x, scroll_x + width, base).apply_offsets(scroll_x, scroll_y + y)
-
-    def _render_journal_line(self, line: JournalLine, is_cursor: bool, base: Style) -> Strip:
-        style = base
-        key = line.style_key
-        segments: list[Segment] = []
-        if key is not None:
-            style = base + self._style(f"journal--{key}")
-            assert line.finding is not None
-            segments.append(Segment(marker_for(line.finding), base + self._style(f"journal--marker-{key}")))
-            segments.append(Segment(" ", style))
-        if is_cursor:
-            style = style + self._style("journal--cursor")
-        segments.extend(self._text_segments(line.text, style))
-        return Strip(segments)
-
-    def _text_segments(self, text: str, style: Style) -> list[Segment]:
-        if self.search is None:
-            return [Segment(text, style)]
-        match_style = style + self._style("journal--match")
-        out: list[Segment] = []
-        pos = 0
-        for m in self.search.finditer(text):
-            if m.end() == m.start():
-                continue
-            out.append(Segment(text[pos : m.start()], style))
-            out.append(Segment(m.group(), match_style))
-            pos = m.end()
-        out.append(Segment(text[pos:], style))
-        return out

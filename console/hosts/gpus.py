@@ -1,10 +1,11 @@
-"""GPU samples from `nvidia-smi` CSV over a Transport, memory history for sparklines, and the
-CUDA-order to nvidia-smi-order mapping for OOM messages."""
+"""GPU samples from `nvidia-smi` over a Transport (one snapshot, or a stream from one long-lived
+`nvidia-smi -lms` channel), memory history for sparklines, and the CUDA-order to nvidia-smi-order
+mapping for OOM messages. Reading the CSV itself lives in nvidia_smi_csv.py; its names stay
+importable from here."""
 
 from __future__ import annotations
 
 import asyncio
-import csv
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -14,105 +15,33 @@ from console.domain.text import printable
 from console.errors import HostError
 from console.hosts.argv import CommandFailed, TransportLost, last_line
 from console.hosts.base import Transport
+from console.hosts.nvidia_smi_csv import (
+    APP_FIELDS,
+    GPU_FIELDS,
+    QUERY_APPS,
+    QUERY_GPU,
+    csv_rows,
+    garbage_note,
+    parse_apps,
+    parse_gpu_line,
+    parse_gpus,
+)
 from console.hosts.nvml import NvmlSource
 
-__all__ = ["GpuHistory", "NvidiaSmiSource", "NvmlSource", "map_cuda_index"]
-
-GPU_FIELDS = (
-    "index",
-    "uuid",
-    "name",
-    "memory.total",
-    "memory.used",
-    "utilization.gpu",
-    "temperature.gpu",
-    "pci.bus_id",
-)
-APP_FIELDS = ("pid", "gpu_uuid", "used_memory")
-_FORMAT = "--format=csv,noheader,nounits"
-QUERY_GPU = ["nvidia-smi", "--query-gpu=" + ",".join(GPU_FIELDS), _FORMAT]
-QUERY_APPS = ["nvidia-smi", "--query-compute-apps=" + ",".join(APP_FIELDS), _FORMAT]
-_MISSING = {
-    "",
-    "n/a",
-    "[n/a]",
-    "[not supported]",
-    "not supported",
-    "[unknown error]",
-    "[insufficient permissions]",
-}
-
-
-def _cell(value: str) -> str | None:
-    """One CSV field as shown: host text, so controls and bidi characters become visible escapes."""
-    value = printable(value.strip())
-    return None if value.lower() in _MISSING else value
-
-
-def _int(value: str) -> int | None:
-    cell = _cell(value)
-    if cell is None:
-        return None
-    try:
-        return int(float(cell))
-    except (ValueError, OverflowError):  # "nan", "inf" and other garbage
-        return None
-
-
-def _rows(text: str) -> list[list[str]]:
-    return [row for row in csv.reader(text.splitlines(), skipinitialspace=True) if row]
-
-
-def parse_gpu_line(row: Sequence[str]) -> GpuSample | None:
-    """One `--query-gpu` CSV row; None when it is not a GPU row (garbage, a warning line)."""
-    if len(row) < len(GPU_FIELDS):
-        return None
-    index = _int(row[0])
-    if index is None:
-        return None
-    return GpuSample(
-        index=index,
-        uuid=_cell(row[1]),
-        name=_cell(row[2]),
-        total_mib=_int(row[3]),
-        used_mib=_int(row[4]),
-        util_pct=_int(row[5]),
-        temp_c=_int(row[6]),
-        pci_bus_id=_cell(row[7]),
-    )
-
-
-def _garbage_note(bad: list[str]) -> str | None:
-    if not bad:
-        return None
-    return f"nvidia-smi: {len(bad)} unreadable line(s), e.g. {printable(repr(bad[0][:80]))}"
-
-
-def parse_gpus(text: str) -> tuple[list[GpuSample], str | None]:
-    """All GPU rows of a `--query-gpu` output, plus a note about lines that were not GPU rows."""
-    gpus, bad = [], []
-    for row in _rows(text):
-        sample = parse_gpu_line(row)
-        if sample is None:
-            bad.append(", ".join(row))
-        else:
-            gpus.append(sample)
-    return gpus, _garbage_note(bad)
-
-
-def parse_apps(text: str, gpus: Sequence[GpuSample] = ()) -> tuple[list[GpuProcess], str | None]:
-    """`--query-compute-apps` rows, with each process's GPU index looked up by UUID."""
-    by_uuid = {g.uuid: g.index for g in gpus if g.uuid}
-    procs, bad = [], []
-    for row in _rows(text):
-        pid = _int(row[0]) if row else None
-        if pid is None or len(row) < len(APP_FIELDS):
-            if "no running" not in ", ".join(row).lower():
-                bad.append(", ".join(row))
-            continue
-        uuid = _cell(row[1])
-        procs.append(GpuProcess(pid=pid, gpu_uuid=uuid, gpu_index=by_uuid.get(uuid), used_mib=_int(row[2])))
-    return procs, _garbage_note(bad)
+# The CSV names are re-exported: callers (bench/fanout.py, the parser tests) import them from here.
+__all__ = [
+    "APP_FIELDS",
+    "GPU_FIELDS",
+    "QUERY_APPS",
+    "QUERY_GPU",
+    "GpuHistory",
+    "NvidiaSmiSource",
+    "NvmlSource",
+    "map_cuda_index",
+    "parse_apps",
+    "parse_gpu_line",
+    "parse_gpus",
+]
 
 
 def _join_errors(*errors: str | None) -> str | None:
@@ -183,7 +112,7 @@ class NvidiaSmiSource:
             last_apps = time.monotonic()
             try:
                 async for line in self.transport.stream([*QUERY_GPU, "-lms", str(interval_ms)]):
-                    sample = next((parse_gpu_line(r) for r in _rows(line)), None)
+                    sample = next((parse_gpu_line(r) for r in csv_rows(line)), None)
                     if sample is None:
                         bad.append(line)
                         continue
@@ -201,7 +130,7 @@ class NvidiaSmiSource:
                         taken_at=time.time(),
                         gpus=tuple(block),
                         processes=processes,
-                        error=_join_errors(_garbage_note(bad), apps_note),
+                        error=_join_errors(garbage_note(bad), apps_note),
                     )
                     block, bad = [], []
                 yield GpuSnapshot(taken_at=time.time(), error=f"nvidia-smi on {self.transport.name} ended")

@@ -23,6 +23,10 @@ REPEATS = 3
 _MAX_WIDTHS = 512  # distinct lengths counted before counting stops (a long log of varied lines)
 _MAX_PIECES = 8
 _MAX_TEXT = 4000
+#: Openings of lines that carry a writer's prefix of their own, so are no rest (checked before the
+#: slow parse): vLLM's process prefixes, SGLang's and ISO timestamps, log levels.
+_OWN_PREFIXES = ("(APIServer", "(EngineCore", "(VllmWorker", "(Worker", "(RayWorker", "[20", "INFO", "ERROR",
+                 "WARNING", "DEBUG")
 #: Line openings that are a traceback's structure, never the rest of a message.
 _STRUCTURE = ("Traceback (most recent call last):", 'File "', "During handling of the above exception",
               "The above exception was the direct cause", "frame #", "Exception raised from")
@@ -38,9 +42,8 @@ class WrapWidth:
         self.width = 0
 
     def note(self, length: int) -> None:
-        """Count one line's length (without its newline); call it only for lines of WRAP_WIDTH or more."""
-        if length == self.width:
-            return
+        """Count one line's length (without its newline); call it only for lines of WRAP_WIDTH or more,
+        and only until a width is known."""
         seen = self._counts.get(length, 0) + 1
         if seen >= REPEATS:
             self.width = length
@@ -123,18 +126,20 @@ class WrapReader:
         `prev` filled the learned width, or was long and a prefix alone (`... [multiproc_executor.py:511]`)
         or unexplained. A line that opens as `prev` did carries the same prefix, so it is no rest: the
         cheap test that keeps a journal of same-length access lines on the fast path."""
-        length, prev_len = len(line), self.prev_len
+        length, prev_len, width = len(line), self.prev_len, self.widths.width
         if length >= WRAP_WIDTH:
             length = line_length(line)
-            if length != self.widths.width:
-                self.widths.note(length)
+            if not width:
+                self.widths.note(length)  # learned once: a log is pasted from one terminal
         self.prev_len = length
-        open_head, self.open_head = self.open_head, False
+        open_head = self.open_head
+        if open_head:
+            self.open_head = False
         rest = (
-            (prev_len == self.widths.width or prev_len >= WRAP_WIDTH and (open_head or prev[prev_len - 1] == "]"))
-            and prev_len > 0 and line[:4] != prev[:4]
+            (prev_len == width or prev_len >= WRAP_WIDTH and (open_head or prev[prev_len - 1] == "]"))
+            and prev_len > 0 and line[:4] != prev[:4] and not line.startswith(_OWN_PREFIXES)
         )
-        if not rest:
+        if not rest and self.joined is not None:
             self.joined = None
         return rest
 

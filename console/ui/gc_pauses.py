@@ -22,9 +22,14 @@ class GcPauses:
 
     def __init__(self) -> None:
         self._thresholds: tuple[int, int, int] | None = None
+        self._restored = False
 
     def freeze_startup(self) -> None:
-        """Collect once, then freeze every object that exists now (call when the first screen is up)."""
+        """Collect once, then freeze every object that exists now (call when the first screen is up).
+        After `restore` it does nothing: a freeze timer that fires while the app is ending must not
+        leave the process frozen."""
+        if self._restored:
+            return
         if self._thresholds is None:
             self._thresholds = gc.get_threshold()
             _, older, oldest = self._thresholds
@@ -34,6 +39,7 @@ class GcPauses:
 
     def restore(self) -> None:
         """Unfreeze (so an app that ends in a longer-lived process can be collected) and reset thresholds."""
+        self._restored = True
         if self._thresholds is not None:
             gc.unfreeze()
             gc.set_threshold(*self._thresholds)

@@ -39,3 +39,13 @@ async def test_startup_objects_are_frozen_while_the_app_runs() -> None:
         assert gc.get_threshold()[0] >= app.gc_pauses.YOUNG_THRESHOLD
     assert gc.get_freeze_count() == 0  # an app that ended leaves nothing frozen behind
     assert gc.get_threshold() == thresholds
+
+
+def test_a_freeze_that_comes_after_restore_freezes_nothing() -> None:
+    # The app's freeze runs on a timer; an app that ends before it fires must not leave a frozen process.
+    from console.ui.gc_pauses import GcPauses
+
+    pauses, thresholds = GcPauses(), gc.get_threshold()
+    pauses.restore()
+    pauses.freeze_startup()
+    assert gc.get_freeze_count() == 0 and gc.get_threshold() == thresholds

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from sim_fixtures import EP8, TP4EP2, TP8, SimHosts, engine_pids, sim_host_config
+from sim_fixtures import EP8, TP4EP2, TP8, engine_pids, sim_host_config
 
 from console.domain.layout import Layout
 from console.ops.events import StepEvent
@@ -22,13 +22,6 @@ PP8 = ("PP8", Layout(pp=8))
 SEED_C1 = {"TP8": 26.3, "PP8": 36.9, "EP8": 65.3}
 # 40 tokens: the end of the stream (usage chunk, [DONE]) then weighs little in TPOT = (E2E - TTFT) / 39
 PROBE = ProbeOptions(concurrency=(1, 8), num_prompts=3, input_len=16, output_len=40, warmup=0)
-
-
-@pytest.fixture
-async def sim_hosts(tmp_path):
-    hosts = SimHosts(tmp_path)
-    yield hosts
-    await hosts.close()
 
 
 def demo_like(sim_hosts):

@@ -9,7 +9,7 @@ import stat
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from sim_fixtures import EP8, TP8, SimHosts
+from sim_fixtures import EP8, TP8
 
 from console.config import parse_config
 from console.errors import ConfigError, HostError
@@ -81,13 +81,6 @@ def test_an_env_file_path_that_is_not_normalised_or_confined_is_refused_at_load(
     with pytest.raises(ConfigError) as caught:
         parse_config(text.encode(), "hosts.toml", base_dir=__import__("pathlib").Path("."))
     assert str(caught.value).startswith("hosts.toml:") and "env_file" in str(caught.value)
-
-
-@pytest.fixture
-async def sim_hosts(tmp_path):
-    hosts = SimHosts(tmp_path)
-    yield hosts
-    await hosts.close()
 
 
 async def test_a_switch_edits_the_env_file_in_place_keeping_other_lines_and_mode(sim_hosts):

@@ -3,19 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from sim_fixtures import EP8, SimHosts, sim_host_config
+from sim_fixtures import EP8, sim_host_config
 
 from console.commands.probe_output import summary_lines
 from console.ops.probe import probe_service
 from console.ops.probe_load import ProbeOptions
 from console.ops.switch import switch_layout
-
-
-@pytest.fixture
-async def sim_hosts(tmp_path):
-    hosts = SimHosts(tmp_path)
-    yield hosts
-    await hosts.close()
 
 
 async def test_a_probe_level_carries_the_engines_own_figures(sim_hosts):

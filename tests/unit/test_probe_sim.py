@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from sim_fixtures import EP8, TP8, SimHosts, sim_host_config
+from sim_fixtures import EP8, TP8, sim_host_config
 
 from console.domain.layout import Layout
 from console.ops.probe import ProbeRefused, probe_service
@@ -22,13 +22,6 @@ PROBE_KEYS = (
     "mean_ttft_ms median_ttft_ms p99_ttft_ms mean_tpot_ms median_tpot_ms p99_tpot_ms mean_itl_ms "
     "median_itl_ms p95_itl_ms p99_itl_ms mean_e2el_ms median_e2el_ms p99_e2el_ms"
 ).split()
-
-
-@pytest.fixture
-async def sim_hosts(tmp_path):
-    hosts = SimHosts(tmp_path)
-    yield hosts
-    await hosts.close()
 
 
 async def test_concurrency_1_rates_are_the_seeds_within_3_percent(sim_hosts):

@@ -6,7 +6,7 @@ import json
 
 import pytest
 from sim_cli import HOST, cli, sim_env, sim_toml  # noqa: F401 - the fixture is used by name
-from sim_fixtures import EP8, TP8, SimHosts, fake_engine, free_port
+from sim_fixtures import EP8, TP8, fake_engine, free_port
 
 from console.domain.models import FindingClass
 from console.ops.events import FAILED, READY
@@ -65,13 +65,6 @@ def test_tui_demo_read_only_neither_starts_nor_stops_units(monkeypatch, tmp_path
     monkeypatch.setenv("SERVE_CONSOLE_STATE_DIR", str(tmp_path / "state"))
     assert main(["--demo", "--readonly"]) == 0
     assert seen["readonly"] is True and seen["demo_start"] is False and seen["stop_started_units"] is False
-
-
-@pytest.fixture
-async def sim_hosts(tmp_path):
-    hosts = SimHosts(tmp_path)
-    yield hosts
-    await hosts.close()
 
 
 async def test_restart_reports_ready_and_then_a_failed_restart_with_its_cause(sim_hosts, monkeypatch):

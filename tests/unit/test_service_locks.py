@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from sim_fixtures import EP8, TP8, SimHosts
+from sim_fixtures import EP8, TP8
 
 from console.hosts.base import LockBusy
 from console.ops.events import StepEvent
@@ -19,13 +19,6 @@ from console.ops.service_locks import explore_lock_name, lock_name
 from console.ops.switch import switch_layout
 
 PROBE = ProbeOptions(concurrency=(1,), num_prompts=2, input_len=16, output_len=8, warmup=0)
-
-
-@pytest.fixture
-async def sim_hosts(tmp_path):
-    hosts = SimHosts(tmp_path)
-    yield hosts
-    await hosts.close()
 
 
 async def test_a_plain_switch_is_refused_while_an_explore_runs(sim_hosts):

@@ -17,7 +17,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from sim_fixtures import REPO, SimHosts, free_port
+from sim_fixtures import REPO, free_port
 
 from console.config import TEMPLATE, HostConfig, LayoutConfig, ServiceConfig, SimConfig
 from console.domain.layout import Layout, parse_layout
@@ -166,13 +166,6 @@ def qwen_host(port: int, name: str = "h100") -> HostConfig:
     )
     sim = SimConfig(gpu_count=4, gpu_total_mib=H100_MIB, gpu_name="NVIDIA H100 80GB HBM3", time_scale=0.03)
     return HostConfig(name=name, transport="sim", gpus="sim", sim=sim, services=(service,))
-
-
-@pytest.fixture
-async def sim_hosts(tmp_path):
-    hosts = SimHosts(tmp_path)
-    yield hosts
-    await hosts.close()
 
 
 async def test_the_vllm_story_tp4_serves_tp2_forced_ooms_and_rolls_back(sim_hosts) -> None:

@@ -8,18 +8,11 @@ import os
 import time
 
 import pytest
-from sim_fixtures import EP8, SimHosts, fake_engine
+from sim_fixtures import EP8, fake_engine
 
 from console.errors import HostError
 
 CHATTY = "import time\nwhile True:\n    print('Load weight begin. avail mem=94.00 GB', flush=True)\n    time.sleep(0.05)\n"
-
-
-@pytest.fixture
-async def sim_hosts(tmp_path):
-    hosts = SimHosts(tmp_path)
-    yield hosts
-    await hosts.close()
 
 
 async def _wait_state(host, unit, predicate, timeout_s=20.0):

@@ -8,19 +8,12 @@ import textwrap
 import time
 
 import pytest
-from sim_fixtures import EP8, TP4EP2, TP8, SimHosts, failing, fake_engine, sim_host_config
+from sim_fixtures import EP8, TP4EP2, TP8, failing, fake_engine, sim_host_config
 
 from console.domain.models import FindingClass
 from console.ops.events import FindingEvent, PhaseEvent, ResultEvent
 from console.ops.switch import switch_layout
 from console.ops.switch_watch import JOURNAL_GRACE_S
-
-
-@pytest.fixture
-async def sim_hosts(tmp_path):
-    hosts = SimHosts(tmp_path)
-    yield hosts
-    await hosts.close()
 
 
 @pytest.mark.parametrize(

@@ -3,19 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from sim_fixtures import SimHosts
 from test_cli_headless import cli, demo_env, json_lines  # noqa: F401 (demo_env is a fixture)
 
 from console.commands.switch_output import verdict_lines
 from console.hosts.base import LockBusy
 from console.ops.switch import switch_layout
-
-
-@pytest.fixture
-async def sim_hosts(tmp_path):
-    hosts = SimHosts(tmp_path)
-    yield hosts
-    await hosts.close()
 
 
 async def test_switching_to_the_ready_layout_is_a_no_op_unless_restarted(sim_hosts):

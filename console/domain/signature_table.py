@@ -75,11 +75,12 @@ SIGNATURES: tuple[Signature, ...] = (
     )),
     Signature(C.QUANTIZATION_UNSUPPORTED, ("Minimum capability",), env.quantization_unsupported,
               ("quantization method", "Unknown quantization", "quantization is not supported")),
+    Signature(C.WEIGHT_LOAD_ERROR, (), known.parameter_key, ("KeyError: '",)),
     Signature(C.WEIGHT_LOAD_ERROR, ("SafetensorError", "Error while deserializing header", "FileNotFoundError",
                                     "Error(s) in loading state_dict"), known.weight_load, (
         "size mismatch for", "Attempted to load weight", "Cannot find any model weights",
         "is not divisible by weight quantization block", "There is no module or parameter named",
-        "weights were not initialized from checkpoint", "Missing key(s) in state_dict", "KeyError: '",
+        "weights were not initialized from checkpoint", "Missing key(s) in state_dict",
     )),
     Signature(C.COMPILE_ERROR, ("CompilationError", "InductorError", "BackendCompilerFailed",
                                 "LoweringException", "PassManager::run failed"), env.compile_error,

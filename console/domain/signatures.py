@@ -48,8 +48,6 @@ _NCCL_CODE = re.compile(r"\bnccl(?:[A-Z]\w{0,30}Error|Invalid[A-Z]\w{0,20}|InPro
 #: A parameter's name as a KeyError quotes it: `'layers.0.mlp.down_proj.weight.absmax'`.
 PARAM_NAME = r"(?:[\w-]{1,80}\.){1,12}[\w-]{0,80}(?:weight|bias|scale|absmax|qzeros|scales|g_idx|zeros)[\w.-]{0,40}"
 _PARAM_KEY = re.compile(r"KeyError: '(?P<key>" + PARAM_NAME + ")'")
-_WEIGHT_WORDS = ("SafetensorError", "deserializing header", "state_dict", "Attempted to load weight",
-                 "There is no module or parameter named", "size mismatch")
 #: vLLM V0's `# GPU blocks: 0, # CPU blocks: 256` (`# cuda blocks: 0` later): it raises at once after.
 ZERO_BLOCKS = ("# GPU blocks: 0,", "# cuda blocks: 0,")
 _PROFILED = re.compile(r"max_total_tokens=(?P<want>\d+) is larger than the profiled value (?P<got>-\d+)")
@@ -192,16 +190,18 @@ def illegal_access(text: str, rank: str | None) -> Reading:
     return Reading(f"CUDA illegal memory access{via} (sometimes an OOM in disguise)")
 
 
+def parameter_key(text: str, rank: str | None) -> Reading | None:
+    """A KeyError that names a parameter: the loader looked up a checkpoint tensor the model does not
+    have (`params_dict[name]`). None for a KeyError of something else (the open world names it)."""
+    key = _PARAM_KEY.search(text)
+    if key is None:
+        return None
+    return Reading(f"Weights could not be loaded: KeyError: '{clip(key['key'], 100)}' (a checkpoint "
+                   "tensor the model has no parameter for: names or quantization differ)")
+
+
 def weight_load(text: str, rank: str | None) -> Reading | None:
-    """A missing, corrupt or mismatched checkpoint; a KeyError that names a parameter is the loader
-    looking up a checkpoint tensor the model does not have (`params_dict[name]`)."""
-    if "KeyError" in text:
-        key = _PARAM_KEY.search(text)
-        if key is not None:
-            return Reading(f"Weights could not be loaded: KeyError: '{clip(key['key'], 100)}' (a checkpoint "
-                           "tensor the model has no parameter for: names or quantization differ)")
-        if not any(words in text for words in _WEIGHT_WORDS):
-            return None  # a KeyError of something else: the open world names it
+    """A missing, corrupt or mismatched checkpoint."""
     if "FileNotFoundError" in text or "No such file or directory" in text:
         path = _SAFETENSORS_PATH.search(around(text, ".safetensors", 300, 12))
         return Reading(f"Checkpoint file missing: {clip(path.group(0), 120)}") if path else None

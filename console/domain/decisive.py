@@ -76,10 +76,14 @@ def _earlier_nccl_warning(findings: Sequence[Finding], at: int, best: Finding) -
     if not (tier_of(best.cls) >= SUMMARY or best.summary.startswith(CUT_OFF_SUMMARY)):
         return None
     for i, f in enumerate(findings[:at]):
-        near = best.seq is None or f.seq is None or best.seq - f.seq <= CAUSE_WINDOW_LINES
-        if f.cls is FindingClass.NCCL and not f.fatal and near:
+        if f.cls is FindingClass.NCCL and not f.fatal and _shortly_before(f, best):
             return i, f
     return None
+
+
+def _shortly_before(cause: Finding, death: Finding) -> bool:
+    """Whether `cause` was logged at most CAUSE_WINDOW_LINES before `death` (or either has no line)."""
+    return cause.seq is None or death.seq is None or death.seq - cause.seq <= CAUSE_WINDOW_LINES
 
 
 def _has_figures(finding: Finding) -> bool:
@@ -91,7 +95,7 @@ def _earlier_exception(findings: Sequence[Finding], at: int, best: Finding) -> t
     for i, f in enumerate(findings[:at]):
         if f.cls is not FindingClass.TRACEBACK:
             continue
-        if best.seq is not None and f.seq is not None and best.seq - f.seq > CAUSE_WINDOW_LINES:
+        if not _shortly_before(f, best):
             continue
         if tier_of(best.cls) >= SUMMARY or best.cls is FindingClass.ENGINE_ERROR:
             return i, f

@@ -251,4 +251,4 @@ def oom_cut(finding: Finding, text: str) -> bool:
         return True
     _, marker, rest = text.partition("CUDA out of memory.")
     rest = rest.strip()
-    return bool(marker) and len(rest) < 17 and "Tried to allocate".startswith(rest)
+    return bool(marker) and "Tried to allocate".startswith(rest)  # cut inside its next words

@@ -8,7 +8,7 @@ the whole message misses both pieces.
 The width is learned from the log itself: a length of at least WRAP_WIDTH that recurs REPEATS times
 is the width it was wrapped at. After a line of exactly that length, an untagged next line that does
 not start a traceback's structure is its continuation. Only those lines take the slow path; a live
-journal, whose lines are whole, pays one integer comparison a line.
+journal, whose lines are whole, pays a few comparisons of lengths and openings a line (about 0.27 µs).
 """
 
 from __future__ import annotations

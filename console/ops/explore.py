@@ -51,7 +51,7 @@ EventSink = Callable[[Any], None]
 
 
 class ExploreRefused(ConsoleError):
-    """Another explore of this service runs, or there is nothing to resume."""
+    """Another explore or a plain switch of this service runs, or there is nothing to resume."""
 
 
 class Explore:

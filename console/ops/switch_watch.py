@@ -2,9 +2,8 @@
 
 - The journal gives phases, progress and triaged findings. A classified fatal finding (CUDA OOM, NCCL,
   port in use, ...) fails the start at once; systemd's `Main process exited` line does too.
-- The unit state catches a death the journal does not explain. It waits a moment for the journal, so
-  a triaged cause wins; then the start's own lines are read as an ended log (a cut traceback, an
-  exception just before the end) before the bare state (`unit_failed`) is all there is to say.
+- The unit state catches a death the journal does not explain. It waits a moment for the journal, then
+  reads the start's own lines as an ended log (a cut traceback) before it says `unit_failed`.
 - The probe confirms readiness only once the engine's own log says HTTP is up: `/health` is the engine
   reporting itself, and `/v1/models` alone never means ready.
 """
@@ -228,7 +227,8 @@ class StartWatch:
             if state.active in ("failed", "inactive") or state.sub == "auto-restart":
                 changed_at = state.since or time.time()
                 await self._journal_grace()  # let the journal name the cause first
-                self.decide(FAILED, *self._state_cause(state), changed_at)
+                if not self.decided():
+                    self.decide(FAILED, *self._state_cause(state), changed_at)
                 return
             await asyncio.sleep(self.state_poll_s)
 

@@ -90,7 +90,7 @@ async def ingest_rates(total: int, batch: int, cap: int, rounds: int = 3) -> dic
     from textual.widgets import Log
 
     from console.domain.models import Engine
-    from console.domain.triage import Triager
+    from console.domain.triage.triager import Triager
     from console.ui.widgets.journal_view import JournalView
 
     lines = make_lines(total)

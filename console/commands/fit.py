@@ -52,9 +52,9 @@ def add_parser(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Predict the fit of each layout; print a table or JSON."""
-    from console.domain.fit import predict_fit
+    from console.domain.fit.model_spec import load_model_spec
+    from console.domain.fit.predict import predict_fit
     from console.domain.layout import LayoutError, parse_layout
-    from console.domain.model_spec import load_model_spec
     from console.errors import UsageError
 
     if not args.gpu_mem_gib > 0:

@@ -18,9 +18,9 @@ from console.config.model import (
     LayoutConfig,
     ServiceConfig,
 )
+from console.domain.fit.model_spec import ConfigTooLarge, read_model_config_bytes
 from console.domain.layout import Layout, LayoutError, check_layout, parse_layout
 from console.domain.layout_parse import MAX_PARALLEL_SIZE
-from console.domain.model_spec import ConfigTooLarge, read_model_config_bytes
 from console.domain.models import Engine
 from console.domain.urls import is_loopback_url
 

@@ -127,7 +127,7 @@ class ReadinessEvent:
 
 
 class FindingClass(enum.StrEnum):
-    """Classes of failure that triage recognises (shared/facts/engines.md, console/domain/catalogue.py)."""
+    """Classes of failure that triage recognises (shared/facts/engines.md, console/domain/triage/catalogue.py)."""
 
     CUDA_OOM = "cuda_oom"
     KV_CACHE_TOO_SMALL = "kv_cache_too_small"
@@ -181,7 +181,7 @@ class Finding:
         fatal: Whether it ends the start.
         oom: The figures of a CUDA OOM.
         ts: When the line was logged (POSIX seconds).
-        hint: What to do about it (console/domain/catalogue.py).
+        hint: What to do about it (console/domain/triage/catalogue.py).
         context: What the engine was doing when it happened (an OOM during CUDA-graph capture: cuda_graph).
         consequences: The findings this root cause explains (the decisive finding only).
         seq: The number of the line in the stream the Triager read (1 = the first).

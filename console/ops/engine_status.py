@@ -11,7 +11,7 @@ import asyncio
 import time
 from typing import TYPE_CHECKING, Any
 
-from console.domain.engine_metrics import EngineFigures, MetricsHistory
+from console.domain.metrics.engine_metrics import EngineFigures, MetricsHistory
 from console.hosts.metrics import MetricsUnavailable, metrics_reader
 
 if TYPE_CHECKING:

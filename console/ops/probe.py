@@ -16,7 +16,7 @@ from urllib.parse import urlsplit, urlunsplit
 import aiohttp
 
 from console.config import ServiceConfig
-from console.domain.engine_metrics import EngineFigures, EngineScrape, MetricsHistory
+from console.domain.metrics.engine_metrics import EngineFigures, EngineScrape, MetricsHistory
 from console.errors import ConsoleError
 from console.hosts.metrics import MetricsUnavailable, metrics_reader
 from console.ops.probe_client import ProbeClient

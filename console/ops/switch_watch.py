@@ -18,10 +18,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from console.config import ServiceConfig
-from console.domain.catalogue import OPEN, tier_of
-from console.domain.decisive import as_engine_error, decisive
 from console.domain.models import Engine, Finding, FindingClass, Phase, UnitState
-from console.domain.triage import Triager
+from console.domain.triage.catalogue import OPEN, tier_of
+from console.domain.triage.decisive import as_engine_error, decisive
+from console.domain.triage.triager import Triager
 from console.hosts.base import Host
 from console.hosts.journal_hub import ReadEntry
 from console.ops.events import (

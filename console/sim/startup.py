@@ -11,14 +11,14 @@ import json
 import math
 from dataclasses import dataclass
 
-from console.domain.engine_memory import kv_bytes_per_token, sglang_default_mem_fraction
-from console.domain.fit import torch_capacity_bytes
+from console.domain.fit.engine_memory import kv_bytes_per_token, sglang_default_mem_fraction
+from console.domain.fit.model_spec import ModelSpec
+from console.domain.fit.predict import torch_capacity_bytes
+from console.domain.fit.sharding import placement
+from console.domain.fit.weights import rank_load_plan, rank_weight_bytes
 from console.domain.layout import Layout
-from console.domain.model_spec import ModelSpec
 from console.domain.models import Engine
-from console.domain.sharding import placement
 from console.domain.units import GIB, MIB
-from console.domain.weights import rank_load_plan, rank_weight_bytes
 from console.sim import failures
 from console.sim.clock import SimClock
 from console.sim.engine_args import EngineArgs, cuda_devices

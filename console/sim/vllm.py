@@ -20,8 +20,8 @@ import socket
 import sys
 from collections.abc import Sequence
 
+from console.domain.fit.model_spec import ModelSpec, load_model_spec
 from console.domain.layout import check_layout
-from console.domain.model_spec import ModelSpec, load_model_spec
 from console.domain.models import Engine
 from console.errors import UsageError
 from console.sim import vllm_failures

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from remote_helpers import bed_host_config, wait_until
 
-from console.domain.xid import xid_findings
+from console.domain.triage.xid import xid_findings
 from console.hosts.remote import build_remote_host
 
 pytestmark = pytest.mark.integration

@@ -88,7 +88,7 @@ class FixedMetrics:
         self.serving = serving
 
     async def scrape(self):
-        from console.domain.engine_metrics import EngineScrape
+        from console.domain.metrics.engine_metrics import EngineScrape
         from console.hosts.metrics import MetricsUnavailable
 
         if not self.serving:

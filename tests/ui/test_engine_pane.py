@@ -8,7 +8,7 @@ from pathlib import Path
 from pilot_wait import settle
 from textual.app import App, ComposeResult
 
-from console.domain.metrics_parse import parse_metrics
+from console.domain.metrics.exposition import parse_metrics
 from console.hosts.metrics import MetricsUnavailable
 from console.ui.widgets.engine_pane import EnginePane
 

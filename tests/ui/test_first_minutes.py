@@ -119,7 +119,7 @@ async def gpu_pane_with_data(pilot):
 
 
 async def test_gpu_colours_follow_the_layouts_expected_memory_and_flag_the_unusual() -> None:
-    from console.domain.gpu_health import OK, WARN
+    from console.domain.fit.gpu_health import OK, WARN
 
     app = fixed_app({"demo": "ep8"})
     async with app.run_test(size=(120, 40)) as pilot:

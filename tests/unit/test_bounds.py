@@ -11,7 +11,7 @@ import pytest
 from sim_cli import cli, sim_env  # noqa: F401 - the fixture is used by name
 
 from console.config import parse_config
-from console.domain.model_spec import load_model_spec
+from console.domain.fit.model_spec import load_model_spec
 from console.errors import ConfigError, UsageError
 
 SERVICE = """

@@ -30,7 +30,7 @@ from pathlib import Path
 import pytest
 
 from console.domain.models import Finding, FindingClass
-from console.domain.triage import Triager
+from console.domain.triage.triager import Triager
 
 CORPUS = Path(__file__).resolve().parent.parent / "corpus"
 LABELS = CORPUS / "labels.json"

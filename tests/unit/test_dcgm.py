@@ -14,7 +14,7 @@ from test_fleet_config import parse
 
 from console.config import HostConfig, ServiceConfig
 from console.domain.models import Engine, FindingClass, GpuSample, GpuSnapshot
-from console.domain.xid import xid_findings
+from console.domain.triage.xid import xid_findings
 from console.errors import ConfigError
 from console.hosts.dcgm import DcgmSource, parse_dcgm
 from console.hosts.remote import build_remote_host

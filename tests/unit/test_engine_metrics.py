@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from console.domain.engine_metrics import (
+from console.domain.metrics.engine_metrics import (
     Histogram,
     MetricsHistory,
     counter_increase,
     histogram_increase,
     histogram_quantile,
 )
-from console.domain.metrics_parse import MetricsTextError, parse_metrics
+from console.domain.metrics.exposition import MetricsTextError, parse_metrics
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "metrics"
 INF = math.inf

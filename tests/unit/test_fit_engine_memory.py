@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from console.domain.engine_memory import (
+from console.domain.fit.engine_memory import (
     EngineKnobs,
     knobs_from_args,
     kv_bytes_per_token,
@@ -17,8 +17,8 @@ from console.domain.engine_memory import (
     torch_capacity_bytes,
     vllm_activation_bytes,
 )
+from console.domain.fit.model_spec import load_model_spec
 from console.domain.layout import Layout
-from console.domain.model_spec import load_model_spec
 from console.domain.units import GIB
 
 MODELS = Path(__file__).resolve().parents[1] / "models"

@@ -13,9 +13,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from console.domain.fit import predict_fit
+from console.domain.fit.model_spec import ModelSpec, load_model_spec
+from console.domain.fit.predict import predict_fit
 from console.domain.layout import Layout
-from console.domain.model_spec import ModelSpec, load_model_spec
 from console.errors import UsageError
 
 MODELS = Path(__file__).resolve().parents[1] / "models"
@@ -167,8 +167,8 @@ def test_mutated_configs_raise_value_error_or_predict(name: str, edits: list[tup
 
 def test_domain_runs_on_plain_python_without_site_packages() -> None:
     code = (
-        "import sys; from console.domain.fit import predict_fit; "
-        "from console.domain.model_spec import load_model_spec; from console.domain.layout import parse_layout; "
+        "import sys; from console.domain.fit.predict import predict_fit; "
+        "from console.domain.fit.model_spec import load_model_spec; from console.domain.layout import parse_layout; "
         f"r = predict_fit(load_model_spec({str(MODELS / 'moonshotai--Kimi-K2.6.json')!r}), "
         "parse_layout('TP4 EP2'), 'sglang', gpu_mem_gib=94.97); "
         "assert 'textual' not in sys.modules and 'aiohttp' not in sys.modules; print(r.verdict)"
@@ -180,7 +180,7 @@ def test_domain_runs_on_plain_python_without_site_packages() -> None:
 
 
 def test_qwen2_qkv_projection_has_a_bias() -> None:
-    from console.domain.weights import rank_load_plan
+    from console.domain.fit.weights import rank_load_plan
 
     data = raw("Qwen--Qwen3-30B-A3B.json") | {
         "model_type": "qwen2_moe",

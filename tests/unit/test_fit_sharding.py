@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from console.domain.fit.model_spec import ModelSpec, load_model_spec
+from console.domain.fit.sharding import placement, pp_partition
+from console.domain.fit.weights import TensorAlloc, rank_load_plan
 from console.domain.layout import parse_layout
-from console.domain.model_spec import ModelSpec, load_model_spec
-from console.domain.sharding import placement, pp_partition
-from console.domain.weights import TensorAlloc, rank_load_plan
 
 MODELS = Path(__file__).resolve().parents[1] / "models"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from console.config import demo_config_path, load_config
-from console.domain.gpu_health import BAD, IDLE, OK, WARN, expected_used_mib, judge_gpus
+from console.domain.fit.gpu_health import BAD, IDLE, OK, WARN, expected_used_mib, judge_gpus
 from console.domain.models import GpuSample
 from console.ops.fit_check import fit_layout, gpu_capacity
 

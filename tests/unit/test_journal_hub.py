@@ -87,7 +87,7 @@ async def test_two_readers_share_one_stream_and_a_late_one_replays_after_its_cur
 
 
 async def test_each_line_is_triaged_once_for_every_reader(journal, monkeypatch) -> None:
-    from console.domain import triage
+    from console.domain.triage import triager as triage
 
     calls = []
     real_feed = triage.Triager.feed

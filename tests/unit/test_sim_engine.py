@@ -24,7 +24,7 @@ from sim_fixtures import KIMI, REPO, free_port
 
 from console.domain.models import Engine, FindingClass, Phase
 from console.domain.phases import PhaseTracker
-from console.domain.triage import triage_lines
+from console.domain.triage.triager import triage_lines
 from console.sim.ledger import read_processes, read_snapshot
 
 

@@ -23,7 +23,7 @@ from console.config import TEMPLATE, HostConfig, LayoutConfig, ServiceConfig, Si
 from console.domain.layout import Layout, parse_layout
 from console.domain.models import Engine, FindingClass, Phase
 from console.domain.phases import PhaseTracker
-from console.domain.triage import triage_lines
+from console.domain.triage.triager import triage_lines
 from console.ops.events import PhaseEvent
 from console.ops.switch import switch_layout
 from console.sim.ledger import ProcLedger, ensure_inventory

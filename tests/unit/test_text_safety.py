@@ -8,8 +8,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from console.domain.redact import redact
-from console.domain.signatures import clip
 from console.domain.text import printable, shown
+from console.domain.triage.signatures import clip
 
 HOSTILE = (
     "\x1b]52;c;ZWNobyBoaQ==\x07"  # OSC 52: write the clipboard

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from console.domain.models import Finding, FindingClass
-from console.domain.oom import parse_oom
-from console.domain.signature_table import ALL_NEEDLES, GATES, SIGNATURES
-from console.domain.triage import Triager, classify_line, decisive, parse_rank, triage_lines
+from console.domain.triage.oom import parse_oom
+from console.domain.triage.signature_table import ALL_NEEDLES, GATES, SIGNATURES
+from console.domain.triage.triager import Triager, classify_line, decisive, parse_rank, triage_lines
 
 LOGS = Path(__file__).resolve().parent.parent / "fixtures" / "logs"
 MIB = 1 << 20

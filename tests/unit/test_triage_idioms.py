@@ -4,9 +4,9 @@ main loop, and a markdown bullet before a timestamp. The lines are real (tests/c
 
 from __future__ import annotations
 
-from console.domain.decisive import decisive
 from console.domain.models import FindingClass
-from console.domain.triage import classify_line, triage_lines
+from console.domain.triage.decisive import decisive
+from console.domain.triage.triager import classify_line, triage_lines
 
 C = FindingClass
 

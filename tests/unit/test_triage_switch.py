@@ -7,7 +7,7 @@ import time
 
 from console.config import ServiceConfig
 from console.domain.models import Engine, FindingClass, JournalEntry, UnitState
-from console.domain.triage import Triager
+from console.domain.triage.triager import Triager
 from console.hosts.journal_hub import ReadEntry
 from console.ops.switch_watch import UNIT_LINE_TRAIL_S, StartWatch
 

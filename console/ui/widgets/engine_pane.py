@@ -15,7 +15,7 @@ from rich.text import Text
 from textual import work
 from textual.widget import Widget
 
-from console.domain.engine_metrics import EngineFigures, EngineScrape, MetricsHistory
+from console.domain.metrics.engine_metrics import EngineFigures, EngineScrape, MetricsHistory
 from console.hosts.metrics import EngineMetricsReader
 from console.ops.engine_status import extra_figures, latency_text
 from console.ui.widgets.gpu_pane import bar, sparkline

@@ -11,10 +11,10 @@ from textual import work
 from textual.markup import escape
 from textual.widget import Widget
 
-from console.domain.gpu_health import BAD, IDLE, OK, WARN, GpuVerdict, judge_gpus
+from console.domain.fit.gpu_health import BAD, IDLE, OK, WARN, GpuVerdict, judge_gpus
 from console.domain.models import GpuProcess, GpuSnapshot
 from console.domain.text import shown
-from console.domain.xid import xid_findings
+from console.domain.triage.xid import xid_findings
 from console.hosts.base import Host
 from console.hosts.gpus import GpuHistory
 from console.ui.widgets.polling import poll_forever
@@ -141,7 +141,7 @@ class GpuPane(NotifiesWorkerErrors, Widget, can_focus=False):
             self.refresh()
 
     def verdicts(self) -> list[GpuVerdict]:
-        """Each GPU against the layout's expectation (console.domain.gpu_health, documented in docs/tui.md)."""
+        """Each GPU against the layout's expectation (console.domain.fit.gpu_health, documented in docs/tui.md)."""
         if self.snapshot is None:
             return []
         used = range(self.gpus_in_use) if self.gpus_in_use is not None else None

@@ -19,10 +19,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from console.domain.fit.model_spec import ModelSpec
+from console.domain.fit.sharding import kv_heads_per_rank
 from console.domain.layout import Layout
-from console.domain.model_spec import ModelSpec
 from console.domain.models import Engine
-from console.domain.sharding import kv_heads_per_rank
 from console.domain.units import GIB, MIB
 
 #: CUDA context, cuBLAS workspace and allocator slack of one rank before anything is loaded.

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from console.domain.normalise import WRAP_WIDTH, exception_name, is_frame
 from console.domain.rank import LineHeader, split_header
+from console.domain.triage.normalise import WRAP_WIDTH, exception_name, is_frame
 
 #: A length seen this many times (each at least WRAP_WIDTH) is the width the log was wrapped at.
 REPEATS = 3

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from console.domain.engine_memory import (
+from console.domain.fit.engine_memory import (
     VLLM_DEFAULT_UTILIZATION,
     EngineKnobs,
     engine_of,
@@ -30,12 +30,12 @@ from console.domain.engine_memory import (
     torch_capacity_bytes,
     vllm_activation_bytes,
 )
+from console.domain.fit.model_spec import ModelSpec
+from console.domain.fit.sharding import RankPlacement, placement, shard_problem
+from console.domain.fit.weights import TensorAlloc, placement_plan, rank_load_plan
 from console.domain.layout import Layout, check_layout, gpus_used
-from console.domain.model_spec import ModelSpec
 from console.domain.models import Engine
-from console.domain.sharding import RankPlacement, placement, shard_problem
 from console.domain.units import GIB
-from console.domain.weights import TensorAlloc, placement_plan, rank_load_plan
 
 __all__ = [
     "TIGHT_KV_TOKENS",

@@ -16,7 +16,7 @@ from collections import defaultdict
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from console.domain.engine_metrics import EngineScrape, Histogram
+from console.domain.metrics.engine_metrics import EngineScrape, Histogram
 
 #: Labels that tell ranks of one replica apart: they do not make a series count twice.
 _RANK_LABELS = frozenset({"tp_rank", "pp_rank", "moe_ep_rank", "ep_rank", "attn_tp_rank", "le"})

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from console.domain.models import Finding, FindingClass
 from console.domain.rank import LineHeader
-from console.domain.signatures import PARAM_NAME
+from console.domain.triage.signatures import PARAM_NAME
 
 TRACEBACK_MARKER = "Traceback (most recent call last):"
 FRAME_MARKER = 'File "'  # a frame's opening words: `  File "/x/y.py", line 1, in f`

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from console.domain.signatures import Reading, around, clip, gpu_arch
+from console.domain.triage.signatures import Reading, around, clip, gpu_arch
 
 _ARCHITECTURES = re.compile(r"architectures? \[?(?P<arch>[^\]\n]{1,160}?)\]? (?:are|is) not supported")
 _MAX_MODEL_LEN = re.compile(

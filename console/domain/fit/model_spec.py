@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from console.domain.quant import QuantSpec, quant_from_config
+from console.domain.fit.quant import QuantSpec, quant_from_config
 from console.errors import UsageError
 
 _QKV_BIAS = ("qwen2", "qwen2_moe")

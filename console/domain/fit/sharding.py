@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from console.domain.fit.model_spec import ModelSpec
 from console.domain.layout import Layout, attention_tp, gpus_used
-from console.domain.model_spec import ModelSpec
 from console.domain.models import Engine
 
 #: VocabParallelEmbedding pads the vocabulary to a multiple of this before splitting it.

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from console.domain import signatures as known
-from console.domain import signatures_env as env
-from console.domain import signatures_host as host
 from console.domain.models import FindingClass as C
-from console.domain.oom import OOM_MARKERS
-from console.domain.signatures import Reader, Reading
+from console.domain.triage import signatures as known
+from console.domain.triage import signatures_env as env
+from console.domain.triage import signatures_host as host
+from console.domain.triage.oom import OOM_MARKERS
+from console.domain.triage.signatures import Reader, Reading
 
 #: Lines that are never a finding: NCCL's harmless `Call to bind failed: Address already in use`.
 HARMLESS = ("Call to bind failed",)

@@ -14,10 +14,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from console.domain.classify import MAX_LINE_CHARS, QUIET_LEVELS, classify_line, finding_of, may_match
-from console.domain.decisive import decisive
 from console.domain.models import Engine, Finding, FindingClass
-from console.domain.normalise import (
+from console.domain.rank import LineHeader, parse_rank, split_header
+from console.domain.triage.classify import MAX_LINE_CHARS, QUIET_LEVELS, classify_line, finding_of, may_match
+from console.domain.triage.decisive import decisive
+from console.domain.triage.normalise import (
     FRAME_MARKER,
     TRACEBACK_MARKER,
     Block,
@@ -32,11 +33,10 @@ from console.domain.normalise import (
     oom_cut,
     opening_context,
 )
-from console.domain.open_world import end_of_log, open_world
-from console.domain.rank import LineHeader, parse_rank, split_header
-from console.domain.signature_table import read_signature
-from console.domain.signatures import clip
-from console.domain.wraps import WRAP_WIDTH, WrapReader
+from console.domain.triage.open_world import end_of_log, open_world
+from console.domain.triage.signature_table import read_signature
+from console.domain.triage.signatures import clip
+from console.domain.triage.wraps import WRAP_WIDTH, WrapReader
 
 __all__ = ["Triager", "classify_line", "decisive", "parse_rank", "triage_lines"]
 

@@ -37,8 +37,8 @@ import statistics
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
-from console.domain.engine_memory import startup_overhead_bytes
-from console.domain.fit import FitResult
+from console.domain.fit.engine_memory import startup_overhead_bytes
+from console.domain.fit.predict import FitResult
 from console.domain.models import GpuSample
 from console.domain.units import GIB, MIB
 

@@ -1,0 +1,1 @@
+"""console.domain.triage.triager"""

@@ -36,8 +36,8 @@ import aiohttp
 
 from console.config import HostConfig, demo_config_path, load_config
 from console.hosts.base import Host
-from console.ops.events import StepEvent, SwitchEvent
-from console.ops.switch import switch_layout
+from console.ops.switch.events import StepEvent, SwitchEvent
+from console.ops.switch.orchestrate import switch_layout
 from console.sim.host.build import build_sim_host
 
 READY_LINE = "The server is fired up and ready to roll!"

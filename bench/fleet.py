@@ -37,7 +37,7 @@ sys.path.insert(0, str(REPO / "tests"))
 from fleet_prometheus import SyntheticFleet, backfill, missing_reason, prometheus_server  # noqa: E402
 
 from console.config import FleetConfig, HostConfig  # noqa: E402
-from console.ops.fleet import PrometheusFleet  # noqa: E402
+from console.ops.fleet.rows import PrometheusFleet  # noqa: E402
 
 #: bench/fanout.py's recorded run (docs/benchmarks.md): 8 test hosts, console cycle median 54.6 ms,
 #: the seed's one-ssh-process-per-command cycle 2,470 ms.

@@ -28,8 +28,8 @@ import time
 
 from aiohttp import web
 
-from console.ops.probe_client import ProbeClient
-from console.ops.probe_load import random_prompts, run_level
+from console.ops.explore.probe_client import ProbeClient
+from console.ops.explore.probe_load import random_prompts, run_level
 
 FASTEST_AGGREGATE = 961.0
 TTFT_S, GAP_S = 0.050, 0.010

@@ -65,9 +65,9 @@ async def _story(host_cfg, state_root: Path, as_json: bool) -> int:
     from console.domain.text import shown
     from console.factory import open_host
     from console.ops.audit import AuditLog
-    from console.ops.events import FAILED, READY
-    from console.ops.failure_rows import headline
-    from console.ops.switch import switch_layout
+    from console.ops.switch.events import FAILED, READY
+    from console.ops.switch.failure_rows import headline
+    from console.ops.switch.orchestrate import switch_layout
     from console.sim.host.units import time_scale
 
     host = open_host(host_cfg, state_dir=state_root, stop_units_on_close=True)

@@ -39,10 +39,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from console.errors import UsageError
-    from console.ops.explore_report import ExploreOptions
+    from console.ops.explore.probe_load import build_prompts
+    from console.ops.explore.report import ExploreOptions
+    from console.ops.explore.results_table import parse_pick
     from console.ops.guard import require_writable
-    from console.ops.probe_load import build_prompts
-    from console.ops.results_table import parse_pick
 
     config, host_cfg, service = pick_target(args)
     require_writable(config, getattr(args, "readonly", False), f"explore {host_cfg.name}/{service.name}")
@@ -74,8 +74,8 @@ class _Human:
         self.switch = HumanPrinter(host, service)
 
     def __call__(self, event) -> None:
-        from console.ops.explore_report import LayoutDone
-        from console.ops.probe import ProbeResult
+        from console.ops.explore.probe import ProbeResult
+        from console.ops.explore.report import LayoutDone
 
         if isinstance(event, ProbeResult):
             s = event.summary
@@ -99,7 +99,7 @@ def _num(value) -> str:
 
 
 def final_lines(result) -> list[str]:
-    from console.ops.results_table import levels_of
+    from console.ops.explore.results_table import levels_of
 
     levels = sorted({int(p.get("concurrency") or 0) for r in result.layouts for p in r.probes})
     head = f"  {'':2}{'layout':<10}{'outcome':<10}{'c=1 tok/s/user':>16}" + "".join(f"{'agg c=' + str(c):>12}" for c in levels)
@@ -118,8 +118,8 @@ def final_lines(result) -> list[str]:
 async def _explore(host_cfg, service, opts, args: argparse.Namespace) -> int:
     from console.factory import open_host
     from console.ops.audit import open_audit
-    from console.ops.explore import Explore
-    from console.ops.results_store import ResultsStore
+    from console.ops.explore.results_store import ResultsStore
+    from console.ops.explore.sweep import Explore
 
     printer = (lambda e: print_json(e.to_json())) if args.json else _Human(host_cfg.name, service.name)
     host = open_host(host_cfg)

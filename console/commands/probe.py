@@ -32,8 +32,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from console.ops.explore.probe_load import build_prompts
     from console.ops.guard import require_writable
-    from console.ops.probe_load import build_prompts
 
     options = options_from_args(args)
     config, host_cfg, service = pick_target(args)
@@ -77,8 +77,8 @@ class _Printer:
 async def _probe(host_cfg, service, options, args: argparse.Namespace) -> int:
     from console.factory import open_host
     from console.ops.audit import open_audit
-    from console.ops.probe import probe_service
-    from console.ops.results_store import ResultsStore
+    from console.ops.explore.probe import probe_service
+    from console.ops.explore.results_store import ResultsStore
 
     printer = _Printer(args)
     host = open_host(host_cfg)

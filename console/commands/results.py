@@ -61,9 +61,9 @@ def human(res) -> list[str]:
 
 def run(args: argparse.Namespace) -> int:
     from console.ops.audit import open_audit
-    from console.ops.results_report import service_results
-    from console.ops.results_store import ResultsStore
-    from console.ops.results_table import parse_pick
+    from console.ops.explore.results_report import service_results
+    from console.ops.explore.results_store import ResultsStore
+    from console.ops.explore.results_table import parse_pick
 
     pick = parse_pick(args.pick)
     config = load(args)

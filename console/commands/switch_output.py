@@ -7,7 +7,7 @@ from typing import TextIO
 
 from console.commands.host_args import print_json
 from console.domain.text import shown
-from console.ops.events import (
+from console.ops.switch.events import (
     FindingEvent,
     HealthEvent,
     PhaseEvent,
@@ -18,7 +18,7 @@ from console.ops.events import (
     SwitchEvent,
     SwitchResult,
 )
-from console.ops.failure_rows import failure_rows
+from console.ops.switch.failure_rows import failure_rows
 
 
 class JsonPrinter:

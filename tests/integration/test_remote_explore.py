@@ -10,11 +10,11 @@ from test_remote_switch import TIME_SCALE, k26_service
 from console.config import TEMPLATE
 from console.hosts.remote import build_remote_host
 from console.ops.audit import AuditLog
-from console.ops.explore import Explore
-from console.ops.explore_report import ExploreOptions
-from console.ops.probe import ProbeResult, service_base_url
-from console.ops.probe_load import ProbeOptions
-from console.ops.results_store import ResultsStore
+from console.ops.explore.probe import ProbeResult, service_base_url
+from console.ops.explore.probe_load import ProbeOptions
+from console.ops.explore.report import ExploreOptions
+from console.ops.explore.results_store import ResultsStore
+from console.ops.explore.sweep import Explore
 
 pytestmark = pytest.mark.integration
 

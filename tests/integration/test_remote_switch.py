@@ -15,8 +15,8 @@ from console.domain.layout import parse_layout
 from console.domain.models import Engine, FindingClass, Phase
 from console.hosts.remote import build_remote_host
 from console.ops.audit import AuditLog
-from console.ops.events import FAILED, READY, REFUSED, PhaseEvent
-from console.ops.switch import switch_layout
+from console.ops.switch.events import FAILED, READY, REFUSED, PhaseEvent
+from console.ops.switch.orchestrate import switch_layout
 
 pytestmark = pytest.mark.integration
 

@@ -11,7 +11,7 @@ from conftest import demo_config_on_free_port
 from screen_text import screen_text
 from test_tui_story import wait_for
 
-from console.ops.probe_load import ProbeOptions
+from console.ops.explore.probe_load import ProbeOptions
 from console.ui.screens import probe as probe_screen
 from console.ui.screens.explore import ExploreScreen
 from console.ui.screens.picker import LayoutPicker

@@ -149,7 +149,7 @@ async def test_a_rollback_starts_a_fresh_shard_bar_and_a_finished_switch_shows_n
     from textual.widgets import ProgressBar
 
     from console.domain.models import Phase
-    from console.ops.events import ProgressEvent, StepEvent, SwitchResult
+    from console.ops.switch.events import ProgressEvent, StepEvent, SwitchResult
     from console.ui.widgets.switch_progress import SwitchPanel
 
     app = fixed_app({"demo": "ep8"})

@@ -13,7 +13,7 @@ import pytest
 from fixed_host import DATA, EP8_USED, fixed_app, loading_series
 
 from console.hosts.gpus import GpuHistory
-from console.ops.events import event_from_json, result_from_json
+from console.ops.switch.events import event_from_json, result_from_json
 from console.ui.messages import SwitchNews
 from console.ui.screens.picker import LayoutPicker
 from console.ui.widgets.gpu_pane import GpuPane

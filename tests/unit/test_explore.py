@@ -9,14 +9,14 @@ import pytest
 from sim_fixtures import EP8, TP4EP2, TP8, engine_pids, sim_host_config
 
 from console.domain.layout import Layout
-from console.ops.events import StepEvent
-from console.ops.explore import Explore, ExploreRefused, explore_lock_name
-from console.ops.explore_report import ExploreOptions, LayoutDone
-from console.ops.probe import ProbeResult
-from console.ops.probe_load import ProbeOptions
-from console.ops.results_report import service_results
-from console.ops.results_store import ResultsStore
-from console.ops.results_table import Pick
+from console.ops.explore.probe import ProbeResult
+from console.ops.explore.probe_load import ProbeOptions
+from console.ops.explore.report import ExploreOptions, LayoutDone
+from console.ops.explore.results_report import service_results
+from console.ops.explore.results_store import ResultsStore
+from console.ops.explore.results_table import Pick
+from console.ops.explore.sweep import Explore, ExploreRefused, explore_lock_name
+from console.ops.switch.events import StepEvent
 
 PP8 = ("PP8", Layout(pp=8))
 SEED_C1 = {"TP8": 26.3, "PP8": 36.9, "EP8": 65.3}

@@ -10,8 +10,8 @@ import pytest
 from console.config import FleetConfig, HostConfig, parse_config
 from console.errors import ConfigError, HostError
 from console.hosts.prometheus import auth_headers, parse_vector
-from console.ops.fleet import HostMapper
-from console.ops.fleet_query import fleet_queries
+from console.ops.fleet.query import fleet_queries
+from console.ops.fleet.rows import HostMapper
 
 HOST = """
 [hosts.gpu-07]
@@ -178,7 +178,7 @@ class _ScriptedPrometheus:
 
 
 async def test_last_seen_is_asked_once_a_minute_or_when_a_host_stops_reporting() -> None:
-    from console.ops.fleet import PrometheusFleet
+    from console.ops.fleet.rows import PrometheusFleet
 
     server = _ScriptedPrometheus()
     fleet = PrometheusFleet(FleetConfig(prometheus="http://p"), client=server)  # type: ignore[arg-type]

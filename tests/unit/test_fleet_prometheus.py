@@ -19,7 +19,7 @@ from console.config import FleetConfig, HostConfig, ServiceConfig
 from console.domain.models import Engine
 from console.errors import HostError
 from console.hosts.prometheus import PrometheusClient
-from console.ops.fleet import PrometheusFleet
+from console.ops.fleet.rows import PrometheusFleet
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -8,7 +8,7 @@ from sim_fixtures import SimHosts, free_port, sim_host_config
 
 from console.config import HostConfig
 from console.hosts.remote import build_remote_host
-from console.ops.fleet_ssh import ssh_row
+from console.ops.fleet.over_ssh import ssh_row
 
 
 async def test_a_reachable_host_gives_its_gpus_and_no_engine_figures(tmp_path: Path) -> None:

@@ -13,8 +13,8 @@ from sim_fixtures import EP8, TP8
 
 from console.config import parse_config
 from console.errors import ConfigError, HostError
-from console.ops.layout_files import DROP_IN_FILE, ENV_FILE_KIND, edit_env_file, systemd_quoted
-from console.ops.switch import switch_layout
+from console.ops.switch.layout_files import DROP_IN_FILE, ENV_FILE_KIND, edit_env_file, systemd_quoted
+from console.ops.switch.orchestrate import switch_layout
 from console.sim.host.units import parse_drop_in, parse_env_file
 
 VALUES = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters=[chr(c) for c in range(32)] + ["\x7f"]))

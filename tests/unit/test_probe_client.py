@@ -12,8 +12,8 @@ import pytest
 from aiohttp import web
 
 from console.errors import UsageError
-from console.ops.probe_client import CHAT, ProbeClient, Prompt
-from console.ops.probe_load import (
+from console.ops.explore.probe_client import CHAT, ProbeClient, Prompt
+from console.ops.explore.probe_load import (
     ProbeOptions,
     WarmupFailed,
     random_prompts,

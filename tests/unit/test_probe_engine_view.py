@@ -6,9 +6,9 @@ import pytest
 from sim_fixtures import EP8, sim_host_config
 
 from console.commands.probe_output import summary_lines
-from console.ops.probe import probe_service
-from console.ops.probe_load import ProbeOptions
-from console.ops.switch import switch_layout
+from console.ops.explore.probe import probe_service
+from console.ops.explore.probe_load import ProbeOptions
+from console.ops.switch.orchestrate import switch_layout
 
 
 async def test_a_probe_level_carries_the_engines_own_figures(sim_hosts):

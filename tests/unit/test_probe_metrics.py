@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from console.ops.probe_metrics import FROM_CHUNKS, FROM_USAGE, RequestResult, percentile, summarize
+from console.ops.explore.probe_metrics import FROM_CHUNKS, FROM_USAGE, RequestResult, percentile, summarize
 
 
 def ok(tokens: int, ttft: float, gaps: tuple[float, ...], e2e: float, *, prompt: int = 10,

@@ -8,10 +8,10 @@ import pytest
 from sim_fixtures import EP8, TP8, sim_host_config
 
 from console.domain.layout import Layout
-from console.ops.probe import ProbeRefused, probe_service
-from console.ops.probe_load import ProbeOptions
-from console.ops.results_store import ResultsStore
-from console.ops.switch import switch_layout
+from console.ops.explore.probe import ProbeRefused, probe_service
+from console.ops.explore.probe_load import ProbeOptions
+from console.ops.explore.results_store import ResultsStore
+from console.ops.switch.orchestrate import switch_layout
 
 PP8 = ("PP8", Layout(pp=8))
 SEED_C1 = {"TP8": 26.3, "PP8": 36.9, "EP8": 65.3}

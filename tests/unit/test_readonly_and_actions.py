@@ -9,9 +9,9 @@ from sim_cli import HOST, cli, sim_env, sim_toml  # noqa: F401 - the fixture is 
 from sim_fixtures import EP8, TP8, fake_engine, free_port
 
 from console.domain.models import FindingClass
-from console.ops.events import FAILED, READY
-from console.ops.service_control import NOTHING, STOPPED, restart_service, stop_service
-from console.ops.switch import switch_layout
+from console.ops.switch.events import FAILED, READY
+from console.ops.switch.orchestrate import switch_layout
+from console.ops.switch.service_control import NOTHING, STOPPED, restart_service, stop_service
 
 
 def _units_ever_started(tmp_path) -> list[str]:

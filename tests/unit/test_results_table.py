@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from console.errors import UsageError
-from console.ops.results_table import Pick, best_layout, levels_of, pareto_frontier, parse_pick, score
+from console.ops.explore.results_table import Pick, best_layout, levels_of, pareto_frontier, parse_pick, score
 
 
 def line(c: int, agg: float, per_user: float, p99_ttft: float) -> dict:

@@ -9,14 +9,14 @@ import pytest
 from sim_fixtures import EP8, TP8
 
 from console.hosts.base import LockBusy
-from console.ops.events import StepEvent
-from console.ops.explore import Explore, ExploreRefused
-from console.ops.explore_report import ExploreOptions
-from console.ops.probe_load import ProbeOptions
-from console.ops.results_store import ResultsStore
-from console.ops.service_control import restart_service, stop_service
-from console.ops.service_locks import explore_lock_name, lock_name
-from console.ops.switch import switch_layout
+from console.ops.explore.probe_load import ProbeOptions
+from console.ops.explore.report import ExploreOptions
+from console.ops.explore.results_store import ResultsStore
+from console.ops.explore.sweep import Explore, ExploreRefused
+from console.ops.switch.events import StepEvent
+from console.ops.switch.locks import explore_lock_name, lock_name
+from console.ops.switch.orchestrate import switch_layout
+from console.ops.switch.service_control import restart_service, stop_service
 
 PROBE = ProbeOptions(concurrency=(1,), num_prompts=2, input_len=16, output_len=8, warmup=0)
 

@@ -24,8 +24,8 @@ from console.domain.layout import Layout, parse_layout
 from console.domain.models import Engine, FindingClass, Phase
 from console.domain.phases import PhaseTracker
 from console.domain.triage.triager import triage_lines
-from console.ops.events import PhaseEvent
-from console.ops.switch import switch_layout
+from console.ops.switch.events import PhaseEvent
+from console.ops.switch.orchestrate import switch_layout
 from console.sim.ledger import ProcLedger, ensure_inventory
 from console.sim.vllm_failures import ENGINE_INIT_FAILED
 from console.sim.vllm_logfmt import build_vllm_ranks, worker_name

@@ -11,9 +11,9 @@ import pytest
 from sim_fixtures import EP8, TP4EP2, TP8, failing, fake_engine, sim_host_config
 
 from console.domain.models import FindingClass
-from console.ops.events import FindingEvent, PhaseEvent, ResultEvent
-from console.ops.switch import switch_layout
-from console.ops.switch_watch import JOURNAL_GRACE_S
+from console.ops.switch.events import FindingEvent, PhaseEvent, ResultEvent
+from console.ops.switch.orchestrate import switch_layout
+from console.ops.switch.watch import JOURNAL_GRACE_S
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,7 @@ from test_cli_headless import cli, demo_env, json_lines  # noqa: F401 (demo_env 
 
 from console.commands.switch_output import verdict_lines
 from console.hosts.base import LockBusy
-from console.ops.switch import switch_layout
+from console.ops.switch.orchestrate import switch_layout
 
 
 async def test_switching_to_the_ready_layout_is_a_no_op_unless_restarted(sim_hosts):

@@ -9,7 +9,7 @@ from console.config import ServiceConfig
 from console.domain.models import Engine, FindingClass, JournalEntry, UnitState
 from console.domain.triage.triager import Triager
 from console.hosts.journal_hub import ReadEntry
-from console.ops.switch_watch import UNIT_LINE_TRAIL_S, StartWatch
+from console.ops.switch.watch import UNIT_LINE_TRAIL_S, StartWatch
 
 SERVICE = ServiceConfig(name="llm", engine=Engine.VLLM, url="http://127.0.0.1:8000")
 ENGINE = "(EngineCore_DP0 pid=3120) ERROR 05-26 00:06:02 [core.py:708] "

@@ -15,7 +15,7 @@ from typing import Any
 
 import aiohttp
 
-from console.ops.probe_metrics import FROM_CHUNKS, FROM_USAGE, RequestResult
+from console.ops.explore.probe_metrics import FROM_CHUNKS, FROM_USAGE, RequestResult
 
 #: aiohttp's default is 64 KiB, which has capped bench clients' throughput about 10x on long outputs;
 #: SGLang's bench_serving uses 10 MiB.

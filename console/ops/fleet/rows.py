@@ -16,7 +16,7 @@ from typing import Any
 
 from console.config import FleetConfig, HostConfig
 from console.hosts.prometheus import PrometheusClient, VectorSample
-from console.ops.fleet_query import FIELD_LABEL, HostFigures, fleet_queries
+from console.ops.fleet.query import FIELD_LABEL, HostFigures, fleet_queries
 from console.ops.views import HostSummary
 
 _PORT = re.compile(r":\d+$")

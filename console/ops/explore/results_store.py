@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from console.ops.audit import AuditLog
-    from console.ops.probe_load import ProbeOptions
-    from console.ops.probe_metrics import ProbeResult
+    from console.ops.explore.probe_load import ProbeOptions
+    from console.ops.explore.probe_metrics import ProbeResult
 
 RUNNING, DONE, INTERRUPTED = "running", "done", "interrupted"
 

@@ -21,7 +21,9 @@ from typing import TYPE_CHECKING
 from console.config import LayoutConfig, ServiceConfig
 from console.errors import ConsoleError, UsageError
 from console.hosts.base import Host
-from console.ops.events import (
+from console.ops.fit_check import fit_layout, host_capacity
+from console.ops.status import running_layout, unit_states
+from console.ops.switch.events import (
     FAILED,
     READY,
     REFUSED,
@@ -30,10 +32,8 @@ from console.ops.events import (
     ResultEvent,
     SwitchResult,
 )
-from console.ops.fit_check import fit_layout, host_capacity
-from console.ops.service_locks import ServiceBusy, lock_name, switch_locks
-from console.ops.status import running_layout, unit_states
-from console.ops.switch_start import EventSink, LayoutStarter
+from console.ops.switch.locks import ServiceBusy, lock_name, switch_locks
+from console.ops.switch.start import EventSink, LayoutStarter
 
 if TYPE_CHECKING:
     from console.ops.audit import AuditLog

@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Any
 from console.config import ServiceConfig
 from console.errors import ConsoleError, UsageError
 from console.hosts.base import Host, LockBusy
-from console.ops.events import READY, UNCHANGED, StepEvent
-from console.ops.explore_report import (
+from console.ops.explore.probe import LevelProgress, probe_service
+from console.ops.explore.report import (
     FAILED,
     MEASURED,
     SKIPPED,
@@ -33,13 +33,13 @@ from console.ops.explore_report import (
     LayoutDone,
     LayoutReport,
 )
+from console.ops.explore.results_store import DONE, INTERRUPTED, RUNNING, LayoutOutcome, ResultsStore
+from console.ops.explore.results_table import best_layout, levels_of
 from console.ops.fit_check import fit_layout, host_capacity
-from console.ops.probe import LevelProgress, probe_service
-from console.ops.results_store import DONE, INTERRUPTED, RUNNING, LayoutOutcome, ResultsStore
-from console.ops.results_table import best_layout, levels_of
-from console.ops.service_locks import explore_lock_name
 from console.ops.status import running_layout, unit_states
-from console.ops.switch import resolve, switch_layout
+from console.ops.switch.events import READY, UNCHANGED, StepEvent
+from console.ops.switch.locks import explore_lock_name
+from console.ops.switch.orchestrate import resolve, switch_layout
 
 if TYPE_CHECKING:
     from console.ops.audit import AuditLog

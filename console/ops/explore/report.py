@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from console.ops.probe_load import ProbeOptions
-from console.ops.results_table import Pick
+from console.ops.explore.probe_load import ProbeOptions
+from console.ops.explore.results_table import Pick
 
 MEASURED, SKIPPED, FAILED, TIMEOUT = "measured", "skipped", "failed", "timeout"
 
@@ -29,7 +29,7 @@ class ExploreOptions:
 
     @classmethod
     def from_json(cls, doc: dict[str, Any]) -> ExploreOptions:
-        from console.ops.results_table import parse_pick
+        from console.ops.explore.results_table import parse_pick
 
         return cls(layouts=tuple(doc["layouts"]), probe=ProbeOptions.from_json(doc["probe"]),
                    pick=parse_pick(doc.get("pick", "throughput")), include_oom=bool(doc.get("include_oom")),

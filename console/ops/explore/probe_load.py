@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from console.errors import ConsoleError, UsageError
-from console.ops.probe_client import COMPLETIONS, ProbeClient, Prompt
-from console.ops.probe_metrics import ProbeSummary, RequestResult, summarize
+from console.ops.explore.probe_client import COMPLETIONS, ProbeClient, Prompt
+from console.ops.explore.probe_metrics import ProbeSummary, RequestResult, summarize
 
 WARMUP_OUTPUT_CAP = 32
 # Common short English words: about one token each in the usual BPE vocabularies.

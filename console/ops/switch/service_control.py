@@ -12,10 +12,10 @@ from collections.abc import Callable
 from console.config import ServiceConfig
 from console.hosts.base import Host
 from console.ops.audit import AuditLog
-from console.ops.events import READY, REFUSED, ResultEvent, StepEvent, SwitchEvent, SwitchResult
-from console.ops.service_locks import ServiceBusy, switch_locks
 from console.ops.status import running_layout, unit_states
-from console.ops.switch_watch import StartWatch
+from console.ops.switch.events import READY, REFUSED, ResultEvent, StepEvent, SwitchEvent, SwitchResult
+from console.ops.switch.locks import ServiceBusy, switch_locks
+from console.ops.switch.watch import StartWatch
 
 STOPPED = "stopped"
 NOTHING = "nothing-running"

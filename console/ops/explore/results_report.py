@@ -12,9 +12,9 @@ from typing import Any
 
 from console.config import HostConfig, ServiceConfig
 from console.domain.layout import gpus_used
+from console.ops.explore.results_store import ResultsStore
+from console.ops.explore.results_table import ParetoPoint, Pick, best_layout, levels_of, pareto_frontier
 from console.ops.fit_check import fit_layout, gpu_capacity
-from console.ops.results_store import ResultsStore
-from console.ops.results_table import ParetoPoint, Pick, best_layout, levels_of, pareto_frontier
 
 MEASURED = "measured"
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from console.domain.models import Finding, FindingClass
 from console.domain.units import GIB, MIB, format_bytes
-from console.ops.events import SwitchResult
+from console.ops.switch.events import SwitchResult
 
 BAD, OK = "bad", "ok"
 

@@ -8,8 +8,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from console.ops.engine_status import engine_figures
-from console.ops.fleet import FleetRow
-from console.ops.fleet_query import BUSY_MIB
+from console.ops.fleet.query import BUSY_MIB
+from console.ops.fleet.rows import FleetRow
 from console.ops.status import unit_states
 
 if TYPE_CHECKING:

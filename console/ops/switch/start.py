@@ -17,10 +17,10 @@ from console.config import DROP_IN, ENV_FILE, LayoutConfig, ServiceConfig
 from console.domain.models import Finding, FindingClass, Phase, UnitState
 from console.errors import ConsoleError, UsageError
 from console.hosts.base import Host
-from console.ops.events import FAILED, StepEvent, SwitchEvent, SwitchResult
-from console.ops.layout_files import layout_file
 from console.ops.status import unit_states
-from console.ops.switch_watch import StartWatch, Verdict
+from console.ops.switch.events import FAILED, StepEvent, SwitchEvent, SwitchResult
+from console.ops.switch.layout_files import layout_file
+from console.ops.switch.watch import StartWatch, Verdict
 
 if TYPE_CHECKING:
     from console.ops.audit import AuditLog

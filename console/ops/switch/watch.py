@@ -24,7 +24,7 @@ from console.domain.triage.decisive import as_engine_error, decisive
 from console.domain.triage.triager import Triager
 from console.hosts.base import Host
 from console.hosts.journal_hub import ReadEntry
-from console.ops.events import (
+from console.ops.switch.events import (
     FAILED,
     READY,
     TIMEOUT,

@@ -19,15 +19,15 @@ from console.config import ServiceConfig
 from console.domain.metrics.engine_metrics import EngineFigures, EngineScrape, MetricsHistory
 from console.errors import ConsoleError
 from console.hosts.metrics import MetricsUnavailable, metrics_reader
-from console.ops.probe_client import ProbeClient
-from console.ops.probe_load import ProbeOptions, ProgressSink, build_prompts, run_level, warm_up
-from console.ops.probe_metrics import ProbeResult
+from console.ops.explore.probe_client import ProbeClient
+from console.ops.explore.probe_load import ProbeOptions, ProgressSink, build_prompts, run_level, warm_up
+from console.ops.explore.probe_metrics import ProbeResult
 from console.ops.status import running_layout, unit_states
 
 if TYPE_CHECKING:
     from console.hosts.base import Host
     from console.ops.audit import AuditLog
-    from console.ops.results_store import ResultsStore
+    from console.ops.explore.results_store import ResultsStore
 
 
 __all__ = ["ProbeRefused", "ProbeResult", "probe_service", "probe_target", "service_base_url"]

@@ -1,0 +1,1 @@
+"""console.ops.switch.orchestrate"""

@@ -29,9 +29,9 @@ sys.path.insert(0, str(REPO / "tests"))
 from testbed_lock import hold_session_lock, testbed_dir  # noqa: E402
 
 from console.config import HostConfig  # noqa: E402
-from console.hosts.gpus import QUERY_APPS, QUERY_GPU  # noqa: E402
+from console.hosts.gpus.nvidia_smi import QUERY_APPS, QUERY_GPU  # noqa: E402
 from console.hosts.remote import build_remote_host  # noqa: E402
-from console.hosts.systemd_parse import SHOW_PROPERTIES  # noqa: E402
+from console.hosts.systemd.parse import SHOW_PROPERTIES  # noqa: E402
 
 TESTBED_SH = REPO / "tests" / "hosts" / "testbed.sh"
 UNIT = "sglang-k26-ep8.service"

@@ -162,7 +162,7 @@ class UiConfig:
 class FleetConfig:
     """The `[fleet]` table: read the fleet overview from Prometheus instead of polling every host.
 
-    Credentials never live here: see `console.hosts.prometheus` (environment or netrc).
+    Credentials never live here: see `console.hosts.endpoints.prometheus` (environment or netrc).
     """
 
     prometheus: str

@@ -12,7 +12,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from console.domain.metrics.engine_metrics import EngineFigures, MetricsHistory
-from console.hosts.metrics import MetricsUnavailable, metrics_reader
+from console.hosts.endpoints.metrics import MetricsUnavailable, metrics_reader
 
 if TYPE_CHECKING:
     from console.config import ServiceConfig

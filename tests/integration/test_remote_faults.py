@@ -12,10 +12,10 @@ from remote_helpers import bed_host_config, wait_until
 
 from console.errors import HostError
 from console.hosts.base import LockBusy
-from console.hosts.hostkeys import HostKeyRefused
 from console.hosts.remote import build_remote_host
-from console.hosts.ssh import SshTransport
-from console.hosts.systemd import SystemdManager
+from console.hosts.ssh.hostkeys import HostKeyRefused
+from console.hosts.ssh.transport import SshTransport
+from console.hosts.systemd.manager import SystemdManager
 
 pytestmark = pytest.mark.integration
 
@@ -157,7 +157,7 @@ async def test_unknown_key_refused_then_trusted_on_first_use_only_when_asked(cle
 
 
 async def test_the_channel_caps_fit_under_openssh_maxsessions(clean_testbed):
-    from console.hosts.ssh import MAX_RUNS, MAX_STREAMS
+    from console.hosts.ssh.transport import MAX_RUNS, MAX_STREAMS
 
     bed = clean_testbed
     transport = SshTransport(bed_host_config(bed, "tb1"))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from remote_helpers import bed_host_config, wait_until
 
-from console.hosts.gpus import map_cuda_index
+from console.hosts.gpus.nvidia_smi import map_cuda_index
 from console.hosts.remote import build_remote_host
 
 pytestmark = pytest.mark.integration

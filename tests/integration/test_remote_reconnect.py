@@ -9,8 +9,8 @@ import os
 import pytest
 from remote_helpers import bed_host_config, wait_until
 
-from console.hosts.ssh import SshTransport
-from console.hosts.systemd import SystemdManager
+from console.hosts.ssh.transport import SshTransport
+from console.hosts.systemd.manager import SystemdManager
 
 pytestmark = pytest.mark.integration
 

@@ -89,7 +89,7 @@ class FixedMetrics:
 
     async def scrape(self):
         from console.domain.metrics.engine_metrics import EngineScrape
-        from console.hosts.metrics import MetricsUnavailable
+        from console.hosts.endpoints.metrics import MetricsUnavailable
 
         if not self.serving:
             raise MetricsUnavailable("engine not reachable (connection refused)")

@@ -9,7 +9,7 @@ from pilot_wait import settle
 from textual.app import App, ComposeResult
 
 from console.domain.metrics.exposition import parse_metrics
-from console.hosts.metrics import MetricsUnavailable
+from console.hosts.endpoints.metrics import MetricsUnavailable
 from console.ui.widgets.engine_pane import EnginePane
 
 SAMPLE = Path(__file__).resolve().parents[1] / "fixtures" / "metrics" / "sglang_docs_llama31_8b.prom"

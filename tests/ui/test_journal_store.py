@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 
 from console.domain.models import Finding, FindingClass
-from console.hosts.health import PROBE_USER_AGENT
+from console.hosts.endpoints.health import PROBE_USER_AGENT
 from console.ui.widgets.journal_lines import LineFilter
 from console.ui.widgets.journal_store import JournalStore
 

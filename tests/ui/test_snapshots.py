@@ -12,7 +12,7 @@ import json
 import pytest
 from fixed_host import DATA, EP8_USED, fixed_app, loading_series
 
-from console.hosts.gpus import GpuHistory
+from console.hosts.gpus.nvidia_smi import GpuHistory
 from console.ops.switch.events import event_from_json, result_from_json
 from console.ui.messages import SwitchNews
 from console.ui.screens.picker import LayoutPicker

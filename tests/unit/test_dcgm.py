@@ -16,7 +16,7 @@ from console.config import HostConfig, ServiceConfig
 from console.domain.models import Engine, FindingClass, GpuSample, GpuSnapshot
 from console.domain.triage.xid import xid_findings
 from console.errors import ConfigError
-from console.hosts.dcgm import DcgmSource, parse_dcgm
+from console.hosts.gpus.dcgm import DcgmSource, parse_dcgm
 from console.hosts.remote import build_remote_host
 
 # Shaped like dcgm-exporter 3.x's answer with its default counters (trimmed to two GPUs).

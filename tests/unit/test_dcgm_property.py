@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_dcgm import EXPORT
 
-from console.hosts.dcgm import parse_dcgm
+from console.hosts.gpus.dcgm import parse_dcgm
 
 LINES = EXPORT.splitlines()
 

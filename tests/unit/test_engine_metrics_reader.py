@@ -9,8 +9,8 @@ from aiohttp import web
 from http_stub import http_stub
 
 from console.domain.models import Engine
-from console.hosts.health import HttpHealthProbe
-from console.hosts.metrics import EngineMetricsReader, MetricsUnavailable, metrics_reader
+from console.hosts.endpoints.health import HttpHealthProbe
+from console.hosts.endpoints.metrics import EngineMetricsReader, MetricsUnavailable, metrics_reader
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "metrics"
 

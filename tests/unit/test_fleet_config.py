@@ -9,7 +9,7 @@ import pytest
 
 from console.config import FleetConfig, HostConfig, parse_config
 from console.errors import ConfigError, HostError
-from console.hosts.prometheus import auth_headers, parse_vector
+from console.hosts.endpoints.prometheus import auth_headers, parse_vector
 from console.ops.fleet.query import fleet_queries
 from console.ops.fleet.rows import HostMapper
 
@@ -116,7 +116,7 @@ def test_vector_answers_and_errors() -> None:
 async def test_the_client_sends_the_header_and_names_the_fix_on_401(monkeypatch, tmp_path: Path) -> None:
     from aiohttp import web
 
-    from console.hosts.prometheus import PrometheusClient
+    from console.hosts.endpoints.prometheus import PrometheusClient
 
     async def query(request):
         if request.headers.get("Authorization") != "Bearer tok":
@@ -159,7 +159,7 @@ class _ScriptedPrometheus:
         self.asked: list[str] = []
 
     async def query(self, expr: str, *, at=None):
-        from console.hosts.prometheus import VectorSample
+        from console.hosts.endpoints.prometheus import VectorSample
 
         def sample(host: str, field: str, value: float) -> VectorSample:
             return VectorSample({"instance": f"{host}:9400", "sc_field": field}, value, self.now)

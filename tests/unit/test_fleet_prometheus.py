@@ -18,7 +18,7 @@ from fleet_prometheus import GPU_TOTAL_MIB, fleet_prometheus_fixture  # noqa: F4
 from console.config import FleetConfig, HostConfig, ServiceConfig
 from console.domain.models import Engine
 from console.errors import HostError
-from console.hosts.prometheus import PrometheusClient
+from console.hosts.endpoints.prometheus import PrometheusClient
 from console.ops.fleet.rows import PrometheusFleet
 
 REPO = Path(__file__).resolve().parents[2]

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from console.domain.models import CommandResult, GpuSample, GpuSnapshot
 from console.hosts.argv import CommandFailed, TransportLost
-from console.hosts.gpus import GpuHistory, NvidiaSmiSource, map_cuda_index, parse_apps, parse_gpus
+from console.hosts.gpus.nvidia_smi import GpuHistory, NvidiaSmiSource, map_cuda_index, parse_apps, parse_gpus
 
 NAME = "NVIDIA RTX PRO 6000 Blackwell Server Edition"
 GPUS = "".join(

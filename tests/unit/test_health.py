@@ -9,7 +9,7 @@ from aiohttp import web
 
 from console.domain.models import Engine
 from console.errors import HostError
-from console.hosts.health import PROBE_USER_AGENT, HttpHealthProbe
+from console.hosts.endpoints.health import PROBE_USER_AGENT, HttpHealthProbe
 
 
 def _free_port() -> int:

@@ -12,7 +12,7 @@ from console.config import HostConfig, ServiceConfig, parse_config
 from console.domain.models import Engine
 from console.errors import ConfigError
 from console.hosts.remote import build_remote_host
-from console.hosts.ssh_forward import SshPortForward
+from console.hosts.ssh.forward import SshPortForward
 
 SSH_SERVICE = """
 [hosts.gpu1]

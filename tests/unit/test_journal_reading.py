@@ -6,7 +6,7 @@ import pytest
 
 from console.domain.journal_order import insertion_index, systemd_text
 from console.domain.probe_lines import is_probe_line
-from console.hosts.health import PROBE_USER_AGENT
+from console.hosts.endpoints.health import PROBE_USER_AGENT
 
 
 @pytest.mark.parametrize(

@@ -112,7 +112,7 @@ async def test_the_simulated_host_never_writes_outside_its_files(sim_hosts, tmp_
 
 async def test_the_systemd_writer_keeps_mode_and_other_lines_and_reads_a_missing_file_as_none(tmp_path):
     from console.hosts.local import LocalTransport
-    from console.hosts.systemd import SystemdManager
+    from console.hosts.systemd.manager import SystemdManager
 
     manager = SystemdManager(LocalTransport())
     env_file = tmp_path / "etc" / "k26.env"

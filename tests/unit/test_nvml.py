@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import types
 
-from console.hosts.nvml import NvmlSource
+from console.hosts.gpus.nvml import NvmlSource
 
 
 async def test_no_driver_gives_a_clear_snapshot_error_not_an_exception():

@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from console.errors import HostError
-from console.hosts.prometheus import parse_vector
+from console.hosts.endpoints.prometheus import parse_vector
 
 JSON = st.recursive(
     st.none() | st.booleans() | st.floats(allow_nan=True) | st.integers() | st.text(max_size=12),

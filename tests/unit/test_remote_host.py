@@ -13,12 +13,12 @@ from console.domain.models import Engine
 from console.errors import HostError
 from console.hosts.argv import CommandFailed
 from console.hosts.base import LockBusy
-from console.hosts.health import HttpHealthProbe
+from console.hosts.endpoints.health import HttpHealthProbe
 from console.hosts.local import LocalTransport
 from console.hosts.remote import FlockHostLock, NoGpuSource, build_remote_host, lock_path
-from console.hosts.ssh import SshTransport
-from console.hosts.ssh_forward import SshPortForward
-from console.hosts.systemd import SystemdManager
+from console.hosts.ssh.forward import SshPortForward
+from console.hosts.ssh.transport import SshTransport
+from console.hosts.systemd.manager import SystemdManager
 
 
 async def test_local_transport_runs_argv_without_a_shell():

@@ -9,9 +9,9 @@ from http_stub import http_stub
 from ssh_fake_server import start_fake_sshd
 
 from console.domain.models import Engine
-from console.hosts.health import HttpHealthProbe
-from console.hosts.ssh import SshTransport
-from console.hosts.ssh_forward import SshPortForward
+from console.hosts.endpoints.health import HttpHealthProbe
+from console.hosts.ssh.forward import SshPortForward
+from console.hosts.ssh.transport import SshTransport
 
 
 @pytest.fixture

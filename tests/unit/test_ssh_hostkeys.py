@@ -8,8 +8,8 @@ import asyncssh
 import pytest
 from ssh_fake_server import start_fake_sshd
 
-from console.hosts.hostkeys import HostKeyRefused, hashed_pattern
-from console.hosts.ssh import SshTransport
+from console.hosts.ssh.hostkeys import HostKeyRefused, hashed_pattern
+from console.hosts.ssh.transport import SshTransport
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ from ssh_fake_server import start_fake_sshd
 
 from console.errors import HostError
 from console.hosts.argv import CommandFailed, TransportLost
-from console.hosts.ssh import SshTransport
+from console.hosts.ssh.transport import SshTransport
 
 
 @pytest.fixture
@@ -144,7 +144,7 @@ async def test_run_timeout_is_a_host_error(transport):
 
 
 async def test_long_lived_channels_are_capped_with_a_clear_error(transport):
-    from console.hosts.ssh import MAX_STREAMS
+    from console.hosts.ssh.transport import MAX_STREAMS
 
     streams = [transport.stream(["lines", "1"]) for _ in range(MAX_STREAMS)]
     for s in streams:

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 from console.domain.models import CommandResult
 from console.errors import HostError, UsageError
 from console.hosts.argv import TransportLost
-from console.hosts.systemd import SystemdManager, journal_argv
-from console.hosts.systemd_parse import (
+from console.hosts.systemd.manager import SystemdManager, journal_argv
+from console.hosts.systemd.parse import (
     journal_entry_from_json,
     parse_env_file,
     parse_environment,

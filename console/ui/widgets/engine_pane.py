@@ -16,7 +16,7 @@ from textual import work
 from textual.widget import Widget
 
 from console.domain.metrics.engine_metrics import EngineFigures, EngineScrape, MetricsHistory
-from console.hosts.metrics import EngineMetricsReader
+from console.hosts.endpoints.metrics import EngineMetricsReader
 from console.ops.engine_status import extra_figures, latency_text
 from console.ui.widgets.gpu_pane import bar, sparkline
 from console.ui.widgets.polling import poll_forever

@@ -16,7 +16,7 @@ from console.domain.models import GpuProcess, GpuSnapshot
 from console.domain.text import shown
 from console.domain.triage.xid import xid_findings
 from console.hosts.base import Host
-from console.hosts.gpus import GpuHistory
+from console.hosts.gpus.nvidia_smi import GpuHistory
 from console.ui.widgets.polling import poll_forever
 from console.ui.worker_errors import NotifiesWorkerErrors
 

@@ -10,7 +10,7 @@ import asyncio
 import asyncssh
 
 from console.errors import HostError
-from console.hosts.ssh import SshTransport, describe_error
+from console.hosts.ssh.transport import SshTransport, describe_error
 
 
 class SshPortForward:

@@ -17,8 +17,8 @@ from console.domain.metrics.exposition import MetricsTextError, parse_metrics
 from console.domain.models import Engine
 from console.domain.text import printable
 from console.errors import HostError
-from console.hosts.health import HttpHealthProbe
-from console.hosts.prometheus import read_limited
+from console.hosts.endpoints.health import HttpHealthProbe
+from console.hosts.endpoints.prometheus import read_limited
 
 #: A vLLM dump is a few hundred KiB; anything far beyond that is not an engine's /metrics.
 MAX_METRICS_BYTES = 8 * 2**20

@@ -21,7 +21,7 @@ from console.hosts.argv import (
     validate_unit_name,
 )
 from console.hosts.base import Transport
-from console.hosts.systemd_parse import (
+from console.hosts.systemd.parse import (
     JOURNAL_FIELDS,
     SHOW_PROPERTIES,
     journal_entry_from_json,

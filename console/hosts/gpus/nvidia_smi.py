@@ -15,7 +15,7 @@ from console.domain.text import printable
 from console.errors import HostError
 from console.hosts.argv import CommandFailed, TransportLost, last_line
 from console.hosts.base import Transport
-from console.hosts.nvidia_smi_csv import (
+from console.hosts.gpus.nvidia_smi_csv import (
     APP_FIELDS,
     GPU_FIELDS,
     QUERY_APPS,
@@ -26,7 +26,7 @@ from console.hosts.nvidia_smi_csv import (
     parse_gpu_line,
     parse_gpus,
 )
-from console.hosts.nvml import NvmlSource
+from console.hosts.gpus.nvml import NvmlSource
 
 # The CSV names are re-exported: callers (bench/fanout.py, the parser tests) import them from here.
 __all__ = [

@@ -3,7 +3,7 @@
 A supervisor task owns the connection: it connects (honouring ~/.ssh/config or the host's
 ssh_config, known_hosts and ssh-agent), waits for the connection to close, and reconnects with
 jittered exponential backoff, keeping the Host's LinkStatus current. `connection()` fails fast while
-the host is down, or waits for it to come back. The seam with console.hosts.ssh: this module knows
+the host is down, or waits for it to come back. The seam with console.hosts.ssh.transport: this module knows
 how to hold a connection open, that one what runs over its channels.
 """
 
@@ -20,9 +20,9 @@ from console.config import HostConfig
 from console.errors import HostError
 from console.hosts.argv import TransportLost
 from console.hosts.base import LinkStatus
-from console.hosts.hostkeys import HostKeyJudge, HostKeyRefused, JudgingClient, known_hosts_files
+from console.hosts.ssh.hostkeys import HostKeyJudge, HostKeyRefused, JudgingClient, known_hosts_files
 
-# Timeouts use `asyncio.timeout`, never `asyncio.wait_for` (console.hosts.ssh says why).
+# Timeouts use `asyncio.timeout`, never `asyncio.wait_for` (console.hosts.ssh.transport says why).
 
 
 def describe_error(exc: BaseException) -> str:

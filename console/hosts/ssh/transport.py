@@ -1,6 +1,6 @@
 """Commands and streams on one host, over channels of its one persistent SSH connection.
 
-`SshTransport` is the transport the Host uses: an `SshConnection` (console.hosts.ssh_connection,
+`SshTransport` is the transport the Host uses: an `SshConnection` (console.hosts.ssh.connection,
 which connects and reconnects) plus what runs over it, within OpenSSH's per-connection session
 budget. Commands fail fast while the host is down; streams that were running wait for the
 connection to come back and raise `TransportLost`, so callers resume where they were (the journal
@@ -20,7 +20,7 @@ from console.domain.models import CommandResult
 from console.errors import HostError
 from console.hosts.argv import CommandFailed, LineSplitter, TransportLost, quote_argv
 from console.hosts.base import LinkStatus
-from console.hosts.ssh_connection import SshConnection, describe_error
+from console.hosts.ssh.connection import SshConnection, describe_error
 
 __all__ = ["MAX_RUNS", "MAX_STREAMS", "SshTransport", "describe_error"]
 

@@ -1,0 +1,1 @@
+"""console.hosts.gpus.nvidia_smi"""

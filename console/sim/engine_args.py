@@ -56,7 +56,7 @@ class EngineArgs:
     ignored: tuple[str, ...] = ()
     """Other `--flags` (SGLang has hundreds); the engine names them in one warning line."""
     engine: str = "sglang"
-    """Which engine this run speaks: "sglang" (`console.sim.engine`) or "vllm" (`console.sim.vllm`)."""
+    """Which engine this run speaks: "sglang" (`console.sim.sglang.server`) or "vllm" (`console.sim.vllm.server`)."""
     gpu_memory_utilization: float = 0.9
     """vLLM's `--gpu-memory-utilization`: the share of each card weights, activations and KV may use."""
 
@@ -73,7 +73,7 @@ _NO_EFFECT_OPTIONS = ("--tokenizer-path", "--log-level", "--log-level-http", "--
 
 def _build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python -m console.sim.engine",
+        prog="python -m console.sim.sglang.server",
         description="A simulated SGLang server on a simulated GPU host (only the GPUs are simulated).",
     )
     p.add_argument("--model-path", "--model", required=True,

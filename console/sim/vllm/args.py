@@ -1,4 +1,4 @@
-"""Command line of the simulated vLLM server: `python -m console.sim.vllm serve MODEL [flags]`.
+"""Command line of the simulated vLLM server: `python -m console.sim.vllm.server serve MODEL [flags]`.
 
 vLLM's own spellings are kept (`-tp`, `--tensor-parallel-size`, `-pp`, `-dp`, `--enable-expert-parallel`,
 `--gpu-memory-utilization`, `--max-model-len`, port 8000), so a unit written for the simulated host reads
@@ -60,7 +60,7 @@ _NO_EFFECT_OPTIONS = (
 
 def _build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python -m console.sim.vllm serve",
+        prog="python -m console.sim.vllm.server serve",
         description="A simulated vLLM OpenAI server on a simulated GPU host (only the GPUs are simulated).",
     )
     p.add_argument(

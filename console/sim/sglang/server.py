@@ -1,4 +1,4 @@
-"""`python -m console.sim.engine`: a simulated SGLang server, a real process on a simulated GPU host.
+"""`python -m console.sim.sglang.server`: a simulated SGLang server, a real process on a simulated GPU host.
 
 It prints SGLang's start-up lines, fills the GPU ledger as it "loads" each rank's weights tensor by
 tensor (from the fit predictor's load plan), dies with the real CUDA OOM traceback when a tensor does
@@ -24,7 +24,6 @@ from console.domain.fit.model_spec import ModelSpec, load_model_spec
 from console.domain.layout import check_layout
 from console.domain.models import Engine
 from console.errors import UsageError
-from console.sim import failures
 from console.sim.clock import SimClock
 from console.sim.engine_args import EngineArgs, parse_engine_args
 from console.sim.generation import Generator
@@ -32,7 +31,8 @@ from console.sim.http_server import EngineHttp
 from console.sim.ledger import ProcLedger, ensure_inventory, read_inventory
 from console.sim.logfmt import EngineLog
 from console.sim.metrics import Metrics
-from console.sim.startup import EngineExit, Startup
+from console.sim.sglang import failures
+from console.sim.sglang.startup import EngineExit, Startup
 
 PROCESS_NAME = "sglang::scheduler"
 WARMUP_PROMPT = "The capital city of France is"

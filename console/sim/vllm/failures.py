@@ -8,8 +8,8 @@ Every traceback line carries its process's prefix and, for logged ones, its logg
 
 from __future__ import annotations
 
-from console.sim.failures import SITE
-from console.sim.vllm_logfmt import Proc, VllmLog
+from console.sim.sglang.failures import SITE
+from console.sim.vllm.logfmt import Proc, VllmLog
 
 _VLLM = f"{SITE}/vllm"
 _Frame = tuple[str, int, str, str]

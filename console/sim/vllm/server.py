@@ -1,4 +1,4 @@
-"""`python -m console.sim.vllm serve MODEL [flags]`: a simulated vLLM server on a simulated GPU host.
+"""`python -m console.sim.vllm.server serve MODEL [flags]`: a simulated vLLM server on a simulated GPU host.
 
 It prints vLLM 0.11's start-up lines with their process prefixes, builds each worker's model tensor by
 tensor into the GPU ledger (dying with PyTorch's CUDA OOM, `EngineCore failed to start.` and the API
@@ -24,17 +24,17 @@ from console.domain.fit.model_spec import ModelSpec, load_model_spec
 from console.domain.layout import check_layout
 from console.domain.models import Engine
 from console.errors import UsageError
-from console.sim import vllm_failures
-from console.sim.engine import SimEngine
 from console.sim.engine_args import EngineArgs
 from console.sim.generation import Generator
 from console.sim.ledger import ProcLedger, ensure_inventory, read_inventory
 from console.sim.metrics import Metrics
-from console.sim.startup import EngineExit
-from console.sim.vllm_args import parse_vllm_args
-from console.sim.vllm_http import ROUTES, VllmHttp
-from console.sim.vllm_logfmt import QuietLog, VllmLog
-from console.sim.vllm_startup import VllmStartup
+from console.sim.sglang.server import SimEngine
+from console.sim.sglang.startup import EngineExit
+from console.sim.vllm import failures as vllm_failures
+from console.sim.vllm.args import parse_vllm_args
+from console.sim.vllm.http_api import ROUTES, VllmHttp
+from console.sim.vllm.logfmt import QuietLog, VllmLog
+from console.sim.vllm.startup import VllmStartup
 
 PROCESS_NAME = "VLLM::EngineCore"
 STATS_INTERVAL_S = 10.0

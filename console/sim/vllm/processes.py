@@ -12,15 +12,15 @@ from __future__ import annotations
 
 from console.domain.fit.model_spec import ModelSpec
 from console.domain.units import GIB
-from console.sim import vllm_failures as fail
 from console.sim.clock import SimClock
 from console.sim.engine_args import EngineArgs
 from console.sim.ledger import ProcLedger
 from console.sim.loading import layout_rng, nccl_buffer_bytes
 from console.sim.logfmt import Rank
-from console.sim.startup import EngineExit, Startup
-from console.sim.vllm_args import VLLM_VERSION
-from console.sim.vllm_logfmt import Proc, VllmLog, build_vllm_ranks
+from console.sim.sglang.startup import EngineExit, Startup
+from console.sim.vllm import failures as fail
+from console.sim.vllm.args import VLLM_VERSION
+from console.sim.vllm.logfmt import Proc, VllmLog, build_vllm_ranks
 
 
 class VllmProcesses(Startup):

@@ -11,7 +11,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from console.sim.http_server import EngineHttp
-from console.sim.vllm_args import VLLM_VERSION
+from console.sim.vllm.args import VLLM_VERSION
 
 #: What `Available routes are:` lists at start-up (the ones this server answers).
 ROUTES = (

@@ -19,7 +19,6 @@ from console.domain.fit.weights import rank_load_plan, rank_weight_bytes
 from console.domain.layout import Layout
 from console.domain.models import Engine
 from console.domain.units import GIB, MIB
-from console.sim import failures
 from console.sim.clock import SimClock
 from console.sim.engine_args import EngineArgs, cuda_devices
 from console.sim.ledger import ProcLedger, read_inventory, read_processes
@@ -33,7 +32,8 @@ from console.sim.loading import (
     rank_rates,
 )
 from console.sim.logfmt import EngineLog, Rank, build_ranks, capture_progress, shard_progress
-from console.sim.server_args import server_args_line
+from console.sim.sglang import failures
+from console.sim.sglang.server_args import server_args_line
 
 SHARD_BYTES = 9.3e9  # Kimi K2.x ships 64 shards of ~9.3 GB
 LAUNCH_S = 5.0  # tokenizer, processor and scheduler processes start before init distributed

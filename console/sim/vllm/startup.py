@@ -18,12 +18,12 @@ from console.domain.fit.sharding import placement
 from console.domain.fit.weights import rank_load_plan
 from console.domain.models import Engine
 from console.domain.units import GIB
-from console.sim import vllm_failures as fail
 from console.sim.loading import OomEvent, RankLoader, fragmentation_bytes, layout_rng, rank_rates
 from console.sim.logfmt import capture_progress, shard_progress
-from console.sim.startup import StartupReport
-from console.sim.vllm_args import VLLM_VERSION
-from console.sim.vllm_processes import VllmProcesses
+from console.sim.sglang.startup import StartupReport
+from console.sim.vllm import failures as fail
+from console.sim.vllm.args import VLLM_VERSION
+from console.sim.vllm.processes import VllmProcesses
 
 VLLM = Engine.VLLM
 #: Building the model only allocates (no reads): far faster than loading the checkpoint.

@@ -32,7 +32,8 @@ else
     CG_ROOTS=()
     for h in /sys/fs/cgroup/systemd /sys/fs/cgroup/unified; do [ -d "$h" ] && CG_ROOTS+=("$h"); done
 fi
-PACKAGES=systemd,systemd-sysv,dbus,openssh-server,python3,python3-aiohttp,iproute2,procps,curl,sudo,util-linux
+# libnuma1: the real vLLM (tests/hosts/vllm/) dies at import without it.
+PACKAGES=systemd,systemd-sysv,dbus,openssh-server,python3,python3-aiohttp,iproute2,procps,curl,sudo,util-linux,libnuma1
 SUITE=${SERVE_CONSOLE_TESTBED_SUITE:-$( (. /etc/os-release && echo "${VERSION_CODENAME:-}") 2>/dev/null || true)}
 SUITE=${SUITE:-bookworm}
 SSH_WAIT_S=${SERVE_CONSOLE_TESTBED_SSH_WAIT_S:-60}
@@ -214,6 +215,9 @@ prepare_host() {
     install -D -m 644 "$HERE/noisy.py" "$root/usr/local/lib/serve-console-testbed/noisy.py"
     install -m 644 "$HERE"/units/*.service "$root/etc/systemd/system/"
     install -D -m 644 -t "$root/etc/serve-console/layouts" "$HERE"/layouts/*.env
+    # The real vLLM's unit and layouts; its venv and models come in as read-only binds (vllm_binds).
+    install -m 644 "$HERE"/vllm/*.service "$root/etc/systemd/system/"
+    install -D -m 644 -t "$root/etc/serve-console/vllm-tiny" "$HERE"/vllm/layouts/*.env
     install -D -m 644 "$(model_config)" "$root/opt/models/kimi-k2.6/config.json"
     write_inventory "$root/var/lib/serve-console-sim/ledger"
 }
@@ -229,18 +233,36 @@ setup_net() {
     ip -n "tb$i" link set eth0 up
 }
 
+# nspawn options that bind the real vLLM (tests/hosts/vllm/) into a host, read-only, once its
+# install.sh has built it (the stamp is written last): the venv at /opt/vllm/venv, the Python
+# installation its interpreter links to at its own path, the models at /opt/models/vllm-tiny. None
+# before that. (The hosts' open-file hard limit stays the machine's, 20000 here: root on these machines
+# lacks CAP_SYS_RESOURCE, so neither nspawn --rlimit nor the unit's LimitNOFILE can raise it.)
+vllm_binds() {
+    local venv=$TB/vllm/venv home
+    [ -f "$venv/.serve-console-installed" ] && [ -d "$TB/vllm/models" ] || return 0
+    home=$(awk '$1 == "python_home" {print $2; exit}' "$venv/.serve-console-installed")
+    [ -n "$home" ] && [ -d "$home" ] || return 0
+    case "$venv$home" in *:*) log "warning: not binding the real vLLM: ':' in $venv or $home"; return 0 ;; esac
+    printf '%s\n' "--bind-ro=$venv:/opt/vllm/venv" "--bind-ro=$home" "--bind-ro=$TB/vllm/models:/opt/models/vllm-tiny"
+}
+
 # Boot host i in its own cgroups (two containers sharing one collide on teardown).
 launch_host() {
-    local i=$1 d h
+    local i=$1 d h extra
     d=$(host_dir "$i")
     for h in "${CG_ROOTS[@]}"; do mkdir -p "$h/testbed/tb$i"; done
+    mapfile -t extra < <(vllm_binds)
     rm -f "$d/pid"
     setsid bash -c '
-        echo $$ >"$1/pid"
-        for cg in "${@:3}"; do echo $$ >"$cg/testbed/tb$2/cgroup.procs" || exit 1; done
-        SYSTEMD_NSPAWN_UNIFIED_HIERARCHY=1 exec systemd-nspawn -q -D "$1/root" --boot --register=no \
-            --keep-unit --machine="tb$2" --link-journal=no --network-namespace-path="/run/netns/tb$2" \
-            --console=read-only' launch "$d" "$i" "${CG_ROOTS[@]}" </dev/null >>"$d/console.log" 2>&1 8>&- 9>&- &
+        d=$1 i=$2 ncg=$3
+        shift 3
+        echo $$ >"$d/pid"
+        for cg in "${@:1:ncg}"; do echo $$ >"$cg/testbed/tb$i/cgroup.procs" || exit 1; done
+        SYSTEMD_NSPAWN_UNIFIED_HIERARCHY=1 exec systemd-nspawn -q -D "$d/root" --boot --register=no \
+            --keep-unit --machine="tb$i" --link-journal=no --network-namespace-path="/run/netns/tb$i" \
+            --console=read-only "${@:ncg+1}"' launch "$d" "$i" "${#CG_ROOTS[@]}" "${CG_ROOTS[@]}" \
+        "${extra[@]+"${extra[@]}"}" </dev/null >>"$d/console.log" 2>&1 8>&- 9>&- &
 }
 
 wait_ssh() {

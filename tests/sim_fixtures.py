@@ -115,7 +115,7 @@ def engine_pids(state_root: Path) -> list[int]:
         except OSError:
             continue
         mine = any(str(state_root).encode() in part for part in cmd)
-        engine = b"console.sim.sglang.server" in cmd or b"console.sim.vllm.server" in cmd
+        engine = b"console.sim.sglang" in cmd or b"console.sim.vllm" in cmd
         if engine and mine and live(int(entry.name)):
             out.append(int(entry.name))
     return out

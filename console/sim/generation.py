@@ -16,7 +16,6 @@ from collections import deque
 from collections.abc import AsyncIterator, Callable
 
 from console.domain.layout import Layout
-from console.sim.logfmt import EngineLog, Rank
 from console.sim.metrics import Metrics
 
 TP8_RATE, PP8_RATE, EP8_RATE = 26.3, 36.9, 65.3
@@ -92,9 +91,10 @@ def count_prompt_tokens(text: str) -> int:
 class Generator:
     """Runs requests at the layout's pace and writes SGLang's batch log lines."""
 
-    def __init__(self, layout: Layout, log: EngineLog, rank0: Rank, metrics: Metrics,
-                 max_total_tokens: int, on_load: Callable[[int], None]) -> None:
-        self.layout, self.log, self.rank0 = layout, log, rank0
+    def __init__(self, layout: Layout, metrics: Metrics, max_total_tokens: int, on_load: Callable[[int], None],
+                 batch_log: Callable[[str], None] | None = None) -> None:
+        self.layout = layout
+        self.batch_log = batch_log  # SGLang logs its batches; vLLM logs its own stats instead (None)
         self.metrics = metrics
         self.max_total_tokens = max(max_total_tokens, 1)
         self.on_load = on_load
@@ -109,9 +109,9 @@ class Generator:
     async def generate(self, prompt_tokens: int, max_tokens: int) -> AsyncIterator[str]:
         """Yield `max_tokens` token texts, the first after the prefill, then one per decode step."""
         start = time.monotonic()
-        self.log.log(f"Prefill batch. #new-seq: 1, #new-token: {prompt_tokens}, #cached-token: 0, "
-                     f"token usage: {self._usage():.2f}, #running-req: {self.running}, #queue-req: 0,",
-                     self.rank0)
+        if self.batch_log is not None:
+            self.batch_log(f"Prefill batch. #new-seq: 1, #new-token: {prompt_tokens}, #cached-token: 0, "
+                           f"token usage: {self._usage():.2f}, #running-req: {self.running}, #queue-req: 0,")
         self.running += 1
         self.used_tokens += prompt_tokens
         self.metrics.request_started(prompt_tokens)
@@ -155,6 +155,7 @@ class Generator:
         before = int(self._steps // DECODE_LOG_INTERVAL)
         self._steps += 1.0 / max(self.running, 1)
         if int(self._steps // DECODE_LOG_INTERVAL) > before:
-            self.log.log(f"Decode batch. #running-req: {self.running}, #token: {self.used_tokens}, "
-                         f"token usage: {self._usage():.2f}, cuda graph: True, "
-                         f"gen throughput (token/s): {throughput:.2f}, #queue-req: 0,", self.rank0)
+            if self.batch_log is not None:
+                self.batch_log(f"Decode batch. #running-req: {self.running}, #token: {self.used_tokens}, "
+                               f"token usage: {self._usage():.2f}, cuda graph: True, "
+                               f"gen throughput (token/s): {throughput:.2f}, #queue-req: 0,")

@@ -21,13 +21,13 @@ from aiohttp import web
 from aiohttp.abc import AbstractAccessLogger
 
 from console.sim.generation import Generator, count_prompt_tokens
-from console.sim.logfmt import EngineLog
+from console.sim.logfmt import UvicornLog
 from console.sim.metrics import Metrics
 
 DEFAULT_MAX_TOKENS = 128
 
 
-def _access_logger_for(log: EngineLog) -> type[AbstractAccessLogger]:
+def _access_logger_for(log: UvicornLog) -> type[AbstractAccessLogger]:
     class UvicornAccessLogger(AbstractAccessLogger):
         """Writes `INFO:     127.0.0.1:51234 - "GET /health HTTP/1.1" 200 OK "agent"` per request."""
 
@@ -56,7 +56,7 @@ class EngineHttp:
     """The aiohttp application and its runner."""
 
     def __init__(self, *, served_name: str, model_path: str, context_len: int, generator: Generator,
-                 metrics: Metrics, log: EngineLog, metrics_enabled: bool = True) -> None:
+                 metrics: Metrics, log: UvicornLog, metrics_enabled: bool = True) -> None:
         self.served_name, self.model_path, self.context_len = served_name, model_path, context_len
         self.generator, self.metrics, self.log = generator, metrics, log
         self.metrics_enabled = metrics_enabled

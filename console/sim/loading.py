@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from console.domain.layout import Layout
-from console.domain.units import GIB, MIB
+from console.domain.units import GIB, MIB, format_bytes
 from console.sim.logfmt import Rank
 
 LOAD_RATE_BYTES_PER_S = 6.3 * GIB
@@ -156,3 +156,28 @@ def rank_rates(ranks: Sequence[Rank], layout: Layout) -> list[float]:
     """Each rank's load rate: the nominal rate with a fixed few-percent jitter."""
     rng = layout_rng(layout, "rate")
     return [LOAD_RATE_BYTES_PER_S * (1 + rng.uniform(-RATE_JITTER, RATE_JITTER)) for _ in ranks]
+
+
+def cuda_oom_message(
+    *,
+    gpu: int,
+    tried_bytes: int,
+    capacity_bytes: int,
+    free_bytes: int,
+    in_use_bytes: int,
+    allocated_bytes: int,
+    reserved_unallocated_bytes: int,
+    alloc_conf: str = "PYTORCH_CUDA_ALLOC_CONF",
+) -> str:
+    """PyTorch's CUDA OOM message with these figures (`alloc_conf`: newer PyTorch says PYTORCH_ALLOC_CONF)."""
+    return (
+        f"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate {format_bytes(tried_bytes)}. "
+        f"GPU {gpu} has a total capacity of {format_bytes(capacity_bytes)} of which "
+        f"{format_bytes(free_bytes)} is free. Including non-PyTorch memory, this process has "
+        f"{format_bytes(in_use_bytes)} memory in use. Of the allocated memory "
+        f"{format_bytes(allocated_bytes)} is allocated by PyTorch, and "
+        f"{format_bytes(reserved_unallocated_bytes)} is reserved by PyTorch but unallocated. If reserved "
+        f"but unallocated memory is large try setting {alloc_conf}=expandable_segments:True to "
+        "avoid fragmentation.  See documentation for Memory Management  "
+        "(https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)"
+    )

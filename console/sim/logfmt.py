@@ -1,16 +1,17 @@
-"""How SGLang's processes write their lines: logger prefixes, uvicorn's level prefix, tqdm bars.
+"""What both engines' lines share: ranks and their GPUs, tqdm bars, the traceback site.
 
-Every line is flushed as it is written: the journal (or the test reading the pipe) sees it at once.
+Each engine's own prefixes live with it (`sglang/logfmt.py`, `vllm/logfmt.py`).
 """
 
 from __future__ import annotations
 
-import sys
-import time
 from dataclasses import dataclass
-from typing import TextIO
+from typing import Protocol
 
 from console.domain.layout import Layout
+
+# Where the engines and PyTorch live in the images we imitate: the path in their traceback frames.
+SITE = "/usr/local/lib/python3.12/dist-packages"
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,28 +67,10 @@ def build_ranks(layout: Layout, base_gpu_id: int = 0, gpu_id_step: int = 1) -> l
     return ranks
 
 
-class EngineLog:
-    """Writes SGLang-style lines to stdout, one flush per line."""
+class UvicornLog(Protocol):
+    """Where an engine's HTTP server writes uvicorn's lines (each engine prefixes them its own way)."""
 
-    def __init__(self, stream: TextIO | None = None) -> None:
-        self.stream = stream or sys.stdout
-
-    def raw(self, text: str) -> None:
-        """Write text as is (a traceback body, a tqdm bar, a c10d line), newline added."""
-        try:
-            self.stream.write(text + "\n")
-            self.stream.flush()
-        except (BrokenPipeError, ValueError):
-            pass  # nobody reads our output any more; keep running like a daemon would
-
-    def log(self, message: str, rank: Rank | None = None) -> None:
-        """A logger line: `[2026-11-29 10:00:00 TP0] message` (no rank part for the launcher)."""
-        stamp = time.strftime("%Y-%m-%d %H:%M:%S")
-        self.raw(f"[{stamp}{rank.prefix if rank else ''}] {message}")
-
-    def uvicorn(self, level: str, message: str) -> None:
-        """A uvicorn line as SGLang configures it: `[time] INFO:     message`."""
-        self.log(f"{(level + ':').ljust(9)} {message}")
+    def uvicorn(self, level: str, message: str) -> None: ...
 
 
 def format_interval(seconds: float) -> str:

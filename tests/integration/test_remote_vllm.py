@@ -38,7 +38,7 @@ After=network.target
 Type=simple
 Environment=PYTHONPATH=/opt/serve-console PYTHONUNBUFFERED=1
 EnvironmentFile=-/etc/serve-console/sim.env
-ExecStart=/usr/bin/python3 -m console.sim.vllm.server serve {MODEL_DIR} {flags} --host 127.0.0.1 --port 8000 \\
+ExecStart=/usr/bin/python3 -m console.sim.vllm serve {MODEL_DIR} {flags} --host 127.0.0.1 --port 8000 \\
     --gpu-count 8 --gpu-total-mib 97887 --gpu-name "NVIDIA RTX PRO 6000 Blackwell Server Edition" \\
     --ledger-dir /var/lib/serve-console-sim/ledger --time-scale 0.05
 Restart=no

@@ -237,6 +237,6 @@ def test_each_mapping_hands_its_layout_flags_to_the_engine(clean_testbed, mappin
     pid = unit_property(bed, name, unit, "MainPID")
     args = bed.ssh(name, ["ps", "-o", "args=", "-p", pid]).stdout
     bed.ssh(name, ["systemctl", "stop", unit])
-    assert f"console.sim.sglang.server --model-path /opt/models/kimi-k2.6 {expected} --host" in " ".join(
+    assert f"console.sim.sglang --model-path /opt/models/kimi-k2.6 {expected} --host" in " ".join(
         args.split()
     )

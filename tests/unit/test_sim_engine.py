@@ -1,6 +1,6 @@
 """The simulated engine as a real process: its start-up lines, HTTP readiness, ledger and failures.
 
-Every test starts `python -m console.sim.sglang.server` at a small time scale on a free loopback port and
+Every test starts `python -m console.sim.sglang` at a small time scale on a free loopback port and
 reads its stdout live, so the assertions see what the console's journal would see.
 """
 
@@ -29,14 +29,14 @@ from console.sim.ledger import read_processes, read_snapshot
 
 
 class EngineProcess:
-    """`python -m console.sim.sglang.server ...` with its stdout collected line by line in a thread."""
+    """`python -m console.sim.sglang ...` with its stdout collected line by line in a thread."""
 
     def __init__(self, ledger: Path, *flags: str, port: int | None = None, scale: float = 0.05,
                  model: Path = KIMI, env: dict[str, str] | None = None) -> None:
         self.port = port or free_port()
         self.ledger = ledger
         env = dict(os.environ, SERVE_CONSOLE_SIM_TIME_SCALE=str(scale), PYTHONUNBUFFERED="1", **(env or {}))
-        argv = [sys.executable, "-m", "console.sim.sglang.server", "--model-path", str(model),
+        argv = [sys.executable, "-m", "console.sim.sglang", "--model-path", str(model),
                 "--host", "127.0.0.1", "--port", str(self.port), "--ledger-dir", str(ledger), *flags]
         self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                      cwd=REPO, env=env)
@@ -387,7 +387,7 @@ def test_unknown_sglang_flags_are_named_and_ignored(tmp_path: Path) -> None:
 
 
 def test_engine_import_graph_is_stdlib_aiohttp_and_domain() -> None:
-    code = ("import sys, console.sim.sglang.server, console.sim.http_server, console.sim.sglang.startup, "
+    code = ("import sys, console.sim.sglang, console.sim.http_server, console.sim.sglang.startup, "
             "console.sim.generation; "
             "print(sorted({m.split('.')[0] for m in sys.modules} & "
             "{'textual', 'platformdirs', 'tomli', 'asyncssh', 'pynvml', 'rich'}))")

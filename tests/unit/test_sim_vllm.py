@@ -1,7 +1,7 @@
 """The simulated vLLM server: its start-up lines and phases, its failures' texts, its HTTP API, and the
 switch story on a simulated 4x H100 host (TP4 ready, TP2 forced dies with vLLM's OOM, rolled back).
 
-Failure runs start `python -m console.sim.vllm.server serve ...` at a small time scale and read all it printed;
+Failure runs start `python -m console.sim.vllm serve ...` at a small time scale and read all it printed;
 the story runs the engine under the simulated host's units, as the demo does.
 """
 
@@ -36,7 +36,7 @@ H100_MIB = 81559
 
 def run_vllm(tmp_path: Path, *flags: str, port: int | None = None) -> tuple[int, list[str]]:
     """Run the simulated vLLM on 4 simulated H100s until it exits; its exit status and lines."""
-    argv = [sys.executable, "-m", "console.sim.vllm.server", "serve", str(QWEN), "--host", "127.0.0.1",
+    argv = [sys.executable, "-m", "console.sim.vllm", "serve", str(QWEN), "--host", "127.0.0.1",
             "--port", str(port or free_port()), "--gpu-count", "4", "--gpu-total-mib", str(H100_MIB),
             "--ledger-dir", str(tmp_path / "ledger"), *flags]  # fmt: skip
     env = dict(os.environ, SERVE_CONSOLE_SIM_TIME_SCALE="0.02", PYTHONUNBUFFERED="1")
@@ -239,7 +239,7 @@ def test_health_is_200_while_the_engine_lives_and_503_once_it_died(tmp_path: Pat
     import urllib.request
 
     port = free_port()
-    argv = [sys.executable, "-m", "console.sim.vllm.server", "serve", str(QWEN), "-tp", "4", "--host", "127.0.0.1",
+    argv = [sys.executable, "-m", "console.sim.vllm", "serve", str(QWEN), "-tp", "4", "--host", "127.0.0.1",
             "--port", str(port), "--gpu-count", "4", "--ledger-dir", str(tmp_path / "ledger"),
             "--fail", "engine_dead"]  # fmt: skip
     env = dict(os.environ, SERVE_CONSOLE_SIM_TIME_SCALE="0.05", PYTHONUNBUFFERED="1")
@@ -282,7 +282,7 @@ def test_a_vllm_services_unit_runs_vllm_serve_with_its_flags(tmp_path: Path) -> 
     spec = find_unit(cfg, "vllm-qwen3@tp4ep.service")
     assert spec is not None
     argv = engine_command(cfg, spec, layout_args_for(spec), tmp_path)
-    assert argv[1:5] == ["-m", "console.sim.vllm.server", "serve", str(QWEN)]
+    assert argv[1:5] == ["-m", "console.sim.vllm", "serve", str(QWEN)]
     assert argv[5:8] == ["--tensor-parallel-size", "4", "--enable-expert-parallel"]
     assert argv[argv.index("--gpu-memory-utilization") + 1] == "0.85"
     assert argv[argv.index("--port") + 1] == "8000"  # vLLM's default port when the URL names none

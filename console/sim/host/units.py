@@ -172,8 +172,8 @@ def time_scale(cfg: HostConfig) -> float:
 
 
 def engine_command(cfg: HostConfig, spec: UnitSpec, layout_args: list[str], ledger_dir: Path) -> list[str]:
-    """The simulated engine's argv for one unit: `console.sim.vllm.server serve MODEL ...` for a vLLM service,
-    `console.sim.sglang.server --model-path MODEL ...` (with `--enable-metrics`, as a unit that wants /metrics
+    """The simulated engine's argv for one unit: `console.sim.vllm serve MODEL ...` for a vLLM service,
+    `console.sim.sglang --model-path MODEL ...` (with `--enable-metrics`, as a unit that wants /metrics
     has) for SGLang."""
     service = spec.service
     if service.model_config is None:
@@ -182,10 +182,10 @@ def engine_command(cfg: HostConfig, spec: UnitSpec, layout_args: list[str], ledg
         )
     sim = sim_settings(cfg)
     if service.engine is Engine.VLLM:
-        argv = [sys.executable, "-m", "console.sim.vllm.server", "serve", str(service.model_config), *layout_args]
+        argv = [sys.executable, "-m", "console.sim.vllm", "serve", str(service.model_config), *layout_args]
         memory_flag = "--gpu-memory-utilization"
     else:
-        argv = [sys.executable, "-m", "console.sim.sglang.server", "--model-path", str(service.model_config),
+        argv = [sys.executable, "-m", "console.sim.sglang", "--model-path", str(service.model_config),
                 *layout_args, "--enable-metrics"]
         memory_flag = "--mem-fraction-static"
     if service.mem_fraction is not None and memory_flag not in layout_args:

@@ -1,1 +1,1 @@
-"""console.sim.sglang"""
+"""console.sim.sglang: the simulated SGLang server."""

@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import time
 
-from console.domain.units import format_bytes
+from console.sim.logfmt import SITE
 
-SITE = "/usr/local/lib/python3.12/dist-packages"
 SIGQUIT_LINE = "Received sigquit from a child process. It usually means the child failed."
 _MODEL_RUNNER = f"{SITE}/sglang/srt/model_executor/model_runner.py"
 
@@ -102,31 +101,6 @@ def _scheduler_exception(rank_prefix: str, frames: list[_Frame], *message: str) 
         *message,
         "",
     ]
-
-
-def cuda_oom_message(
-    *,
-    gpu: int,
-    tried_bytes: int,
-    capacity_bytes: int,
-    free_bytes: int,
-    in_use_bytes: int,
-    allocated_bytes: int,
-    reserved_unallocated_bytes: int,
-    alloc_conf: str = "PYTORCH_CUDA_ALLOC_CONF",
-) -> str:
-    """PyTorch's CUDA OOM message with these figures (`alloc_conf`: newer PyTorch says PYTORCH_ALLOC_CONF)."""
-    return (
-        f"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate {format_bytes(tried_bytes)}. "
-        f"GPU {gpu} has a total capacity of {format_bytes(capacity_bytes)} of which "
-        f"{format_bytes(free_bytes)} is free. Including non-PyTorch memory, this process has "
-        f"{format_bytes(in_use_bytes)} memory in use. Of the allocated memory "
-        f"{format_bytes(allocated_bytes)} is allocated by PyTorch, and "
-        f"{format_bytes(reserved_unallocated_bytes)} is reserved by PyTorch but unallocated. If reserved "
-        f"but unallocated memory is large try setting {alloc_conf}=expandable_segments:True to "
-        "avoid fragmentation.  See documentation for Memory Management  "
-        "(https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)"
-    )
 
 
 def cuda_oom_lines(*, rank_prefix: str, message: str, model_type: str, moe_tensor: bool) -> list[str]:

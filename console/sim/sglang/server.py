@@ -1,4 +1,4 @@
-"""`python -m console.sim.sglang.server`: a simulated SGLang server, a real process on a simulated GPU host.
+"""`python -m console.sim.sglang`: a simulated SGLang server, a real process on a simulated GPU host.
 
 It prints SGLang's start-up lines, fills the GPU ledger as it "loads" each rank's weights tensor by
 tensor (from the fit predictor's load plan), dies with the real CUDA OOM traceback when a tensor does
@@ -12,11 +12,9 @@ Only stdlib, aiohttp and console.domain are imported: the test hosts run it unde
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import errno
 import json
 import os
-import signal
 import sys
 from collections.abc import Sequence
 
@@ -24,15 +22,16 @@ from console.domain.fit.model_spec import ModelSpec, load_model_spec
 from console.domain.layout import check_layout
 from console.domain.models import Engine
 from console.errors import UsageError
-from console.sim.clock import SimClock
-from console.sim.engine_args import EngineArgs, parse_engine_args
+from console.sim.engine_args import EngineArgs
 from console.sim.generation import Generator
 from console.sim.http_server import EngineHttp
 from console.sim.ledger import ProcLedger, ensure_inventory, read_inventory
-from console.sim.logfmt import EngineLog
 from console.sim.metrics import Metrics
+from console.sim.process import EngineExit, SimServer
 from console.sim.sglang import failures
-from console.sim.sglang.startup import EngineExit, Startup
+from console.sim.sglang.args import parse_engine_args
+from console.sim.sglang.logfmt import EngineLog
+from console.sim.sglang.startup import SglangStartup
 
 PROCESS_NAME = "sglang::scheduler"
 WARMUP_PROMPT = "The capital city of France is"
@@ -43,43 +42,14 @@ def _layout_problem(args: EngineArgs, spec: ModelSpec) -> str | None:
     return check_layout(args.layout, Engine.SGLANG, num_experts=spec.num_experts or None)
 
 
-class SimEngine:
-    """One engine run: start-up story, HTTP server, warm-up, serving, shutdown."""
+class SglangServer(SimServer):
+    """One SGLang run: start-up story, HTTP server, warm-up, serving, shutdown."""
+
+    process_name = PROCESS_NAME
 
     def __init__(self, args: EngineArgs, spec: ModelSpec, config: dict) -> None:
-        self.args, self.spec, self.config = args, spec, config
+        super().__init__(args, spec, config)
         self.log = EngineLog()
-        self.clock = SimClock(args.time_scale)
-        self.ledger = ProcLedger(args.ledger_dir, name=PROCESS_NAME)
-        self.http: EngineHttp | None = None
-        self.stop_requested = asyncio.Event()
-
-    async def run(self) -> int:
-        """Run until stopped or failed; returns the exit status."""
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, self.stop_requested.set)
-        story = asyncio.create_task(self.story())
-        stopper = asyncio.create_task(self.stop_requested.wait())
-        try:
-            await asyncio.wait({story, stopper}, return_when=asyncio.FIRST_COMPLETED)
-            if story.done():
-                exc = story.exception()
-                if isinstance(exc, EngineExit):
-                    return exc.code
-                if exc is not None:
-                    raise exc
-                return 0
-            story.cancel()
-            with contextlib.suppress(asyncio.CancelledError, EngineExit):
-                await story
-            await self.shutdown()
-            return 0
-        finally:
-            stopper.cancel()
-            if self.http is not None:
-                await self.http.stop()
-            self.ledger.remove()
 
     async def shutdown(self) -> None:
         """uvicorn's shutdown lines, when the server was up."""
@@ -92,20 +62,12 @@ class SimEngine:
 
     async def story(self) -> None:
         """Start-up, HTTP, warm-up, then serve until cancelled; raises EngineExit on a failure."""
-        startup = Startup(self.args, self.spec, self.config, self.log, self.ledger, self.clock)
+        startup = SglangStartup(self.args, self.spec, self.config, self.log, self.ledger, self.clock)
         report = await startup.run()
         metrics = Metrics()
-
-        def on_load(running: int) -> None:
-            # nvidia-smi shows the cards busy while requests run and idle otherwise.
-            if running == 0:
-                startup.set_util(0, 1)
-            else:
-                startup.set_util(min(60 + 9 * running, 90), 99)
-            startup.sync_ledger()
-
-        generator = Generator(self.args.layout, self.log, startup.ranks[0], metrics,
-                              report.max_total_num_tokens, on_load)
+        rank0 = startup.ranks[0]
+        generator = Generator(self.args.layout, metrics, report.max_total_num_tokens, startup.on_load,
+                              batch_log=lambda message: self.log.log(message, rank0))
         http = EngineHttp(served_name=self.args.served_model_name, model_path=self.args.model_path,
                           context_len=report.context_len, generator=generator, metrics=metrics, log=self.log,
                           metrics_enabled=self.args.enable_metrics)
@@ -132,7 +94,7 @@ class SimEngine:
         self.log.log("The server is fired up and ready to roll!")
         await asyncio.Event().wait()  # serve until stopped
 
-    async def warm_up(self, startup: Startup) -> None:
+    async def warm_up(self, startup: SglangStartup) -> None:
         """SGLang's warm-up thread: poll /get_model_info, then one short /generate, over real HTTP."""
         import aiohttp
 
@@ -182,7 +144,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as exc:
         log.raw(f"Error: cannot write the simulated GPU ledger in {args.ledger_dir}: {exc.strerror or exc}")
         return 1
-    return asyncio.run(SimEngine(args, spec, config).run())
+    return asyncio.run(SglangServer(args, spec, config).run())
 
 
 if __name__ == "__main__":

@@ -7,35 +7,31 @@ engine module does those). TP4 EP2 needs ~142 GiB per GPU and overflows about 15
 
 from __future__ import annotations
 
-import json
 import math
-from dataclasses import dataclass
 
 from console.domain.fit.engine_memory import kv_bytes_per_token, sglang_default_mem_fraction
 from console.domain.fit.model_spec import ModelSpec
-from console.domain.fit.predict import torch_capacity_bytes
 from console.domain.fit.sharding import placement
-from console.domain.fit.weights import rank_load_plan, rank_weight_bytes
-from console.domain.layout import Layout
+from console.domain.fit.weights import rank_load_plan
 from console.domain.models import Engine
-from console.domain.units import GIB, MIB
+from console.domain.units import GIB
 from console.sim.clock import SimClock
-from console.sim.engine_args import EngineArgs, cuda_devices
-from console.sim.ledger import ProcLedger, read_inventory, read_processes
+from console.sim.engine_args import EngineArgs
+from console.sim.ledger import ProcLedger
 from console.sim.loading import (
     OomEvent,
     RankLoader,
     fragmentation_bytes,
     layout_rng,
-    make_memories,
     nccl_buffer_bytes,
     rank_rates,
 )
-from console.sim.logfmt import EngineLog, Rank, build_ranks, capture_progress, shard_progress
+from console.sim.logfmt import capture_progress, shard_progress
+from console.sim.process import EngineExit, StartupBase, StartupReport
 from console.sim.sglang import failures
+from console.sim.sglang.logfmt import EngineLog
 from console.sim.sglang.server_args import server_args_line
 
-SHARD_BYTES = 9.3e9  # Kimi K2.x ships 64 shards of ~9.3 GB
 LAUNCH_S = 5.0  # tokenizer, processor and scheduler processes start before init distributed
 NCCL_HANG_S = 20.0  # the watchdog fires after this much story time (its message keeps the real timeout)
 CAPTURE_BATCH_SIZES = (1, 2, 4, 8, 12, 16, 24, 32, 40, 48, 56, 64, 72, 80, 88, 96, 104, 112, 120, 128,
@@ -43,71 +39,13 @@ CAPTURE_BATCH_SIZES = (1, 2, 4, 8, 12, 16, 24, 32, 40, 48, 56, 64, 72, 80, 88, 9
 SGLANG = Engine.SGLANG
 
 
-class EngineExit(Exception):
-    """The engine stops here with this exit status (its last lines are already printed)."""
-
-    def __init__(self, code: int) -> None:
-        super().__init__(code)
-        self.code = code
-
-
-@dataclass(frozen=True, slots=True)
-class StartupReport:
-    """What the HTTP server needs to know once the engine is up."""
-
-    max_total_num_tokens: int
-    max_running_requests: int
-    context_len: int
-
-
-class Startup:
-    """Runs the start-up story up to (not including) the HTTP server."""
+class SglangStartup(StartupBase):
+    """Runs SGLang's start-up story up to (not including) the HTTP server."""
 
     def __init__(self, args: EngineArgs, spec: ModelSpec, config: dict, log: EngineLog,
                  ledger: ProcLedger, clock: SimClock) -> None:
-        self.args, self.spec, self.config = args, spec, config
-        self.log, self.ledger, self.clock = log, ledger, clock
-        self.layout = args.layout
-        self.ranks = self.make_ranks()
-        uuids = [g.uuid for g in read_inventory(args.ledger_dir)]
-        devices = cuda_devices(args.visible_devices, args.gpu_count, uuids)
-        # A rank whose CUDA device does not exist fails in set_device; it never books memory (-1).
-        physical = [devices[r.gpu] if 0 <= r.gpu < len(devices) else -1 for r in self.ranks]
-        self.missing_device = [r for r, gpu in zip(self.ranks, physical, strict=True) if gpu < 0]
-        self.rng = layout_rng(self.layout, "timeline")
-        self.capacity_bytes = torch_capacity_bytes(args.gpu_total_mib)
-        self.memories = make_memories(physical, self.layout, self.capacity_bytes, self.others_bytes())
-        self.util = {m.gpu: 0 for m in self.memories}
-        self.t = 0.0
-
-    # -- helpers ---------------------------------------------------------------------------------
-    def make_ranks(self) -> list[Rank]:
-        """The engine's GPU processes, in GPU order (the vLLM story names them its own way)."""
-        return build_ranks(self.layout, self.args.base_gpu_id, self.args.gpu_id_step)
-
-    def others_bytes(self) -> dict[int, int]:
-        """Bytes other live processes hold per GPU (an old engine still exiting, an orphan)."""
-        other: dict[int, int] = {}
-        for rec in read_processes(self.args.ledger_dir):
-            if rec.pid != self.ledger.pid:
-                for gpu, mib in rec.used_mib.items():
-                    other[gpu] = other.get(gpu, 0) + mib * MIB
-        return other
-
-    def sync_ledger(self) -> None:
-        """Write every GPU's footprint and utilisation to the ledger (one file write)."""
-        for mem in self.memories:
-            if mem.gpu >= 0:
-                self.ledger.set(mem.gpu, used_mib=mem.used_mib, util_pct=self.util.get(mem.gpu, 0))
-        self.ledger.flush()
-
-    def set_util(self, low: int, high: int) -> None:
-        for mem in self.memories:
-            self.util[mem.gpu] = self.rng.randint(low, high)
-
-    async def at(self, story_s: float) -> None:
-        self.t = story_s
-        await self.clock.until(story_s)
+        self.log = log
+        super().__init__(args, spec, config, ledger, clock)
 
     def fail(self, lines: list[str]) -> EngineExit:
         """Print a scheduler's traceback and the launcher's reaction; the caller raises the result."""
@@ -125,7 +63,7 @@ class Startup:
         await self.load_weights()
         tokens = await self.kv_pool()
         await self.cuda_graphs()
-        context_len = self.args.context_length or int(self._text_config().get("max_position_embeddings")
+        context_len = self.args.context_length or int(self.text_config().get("max_position_embeddings")
                                                       or 32768)
         max_running = self.args.max_running_requests or max(1, min(4096, tokens // 2))
         self.log.log(
@@ -140,10 +78,6 @@ class Startup:
         if self.args.mem_fraction_static is not None:
             return self.args.mem_fraction_static
         return round(sglang_default_mem_fraction(self.spec, self.layout, self.args.gpu_total_mib), 3)
-
-    def _text_config(self) -> dict:
-        text = self.config.get("text_config")
-        return text if isinstance(text, dict) else self.config
 
     async def init_distributed(self) -> None:
         await self.at(LAUNCH_S)
@@ -210,29 +144,9 @@ class Startup:
         self.set_util(0, 3)
         self.sync_ledger()
 
-    def oom_message(self, event: OomEvent, alloc_conf: str = "PYTORCH_CUDA_ALLOC_CONF") -> str:
-        """PyTorch's OOM message with the failing rank's true figures."""
-        mem = self.memories[self.ranks.index(event.rank)]
-        # PyTorch names the CUDA device, which is not nvidia-smi's index under CUDA_VISIBLE_DEVICES.
-        return failures.cuda_oom_message(
-            gpu=event.rank.gpu, tried_bytes=event.tried_bytes, capacity_bytes=mem.capacity_bytes,
-            free_bytes=mem.free_bytes, in_use_bytes=mem.in_use_bytes, allocated_bytes=mem.allocated_bytes,
-            reserved_unallocated_bytes=mem.reserved_unallocated_bytes, alloc_conf=alloc_conf)
-
     def oom_lines(self, event: OomEvent) -> list[str]:
         return failures.cuda_oom_lines(rank_prefix=event.rank.prefix, message=self.oom_message(event),
                                        model_type=self.spec.model_type, moe_tensor=".experts." in event.tensor_name)
-
-    def shard_count(self) -> int:
-        """Checkpoint shards: from an index file next to the config if there is one, else by size."""
-        index = self.args.config_path.parent / "model.safetensors.index.json"
-        try:
-            weight_map = json.loads(index.read_text()).get("weight_map", {})
-            if weight_map:
-                return len(set(weight_map.values()))
-        except (OSError, ValueError, AttributeError):
-            pass
-        return max(1, round(rank_weight_bytes(self.spec, Layout(), SGLANG, 0) / SHARD_BYTES))
 
     async def kv_pool(self) -> int:
         await self.at(self.t + 0.3)

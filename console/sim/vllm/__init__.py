@@ -1,1 +1,1 @@
-"""console.sim.vllm.server"""
+"""console.sim.vllm: the simulated vLLM server."""

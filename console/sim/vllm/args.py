@@ -1,4 +1,4 @@
-"""Command line of the simulated vLLM server: `python -m console.sim.vllm.server serve MODEL [flags]`.
+"""Command line of the simulated vLLM server: `python -m console.sim.vllm serve MODEL [flags]`.
 
 vLLM's own spellings are kept (`-tp`, `--tensor-parallel-size`, `-pp`, `-dp`, `--enable-expert-parallel`,
 `--gpu-memory-utilization`, `--max-model-len`, port 8000), so a unit written for the simulated host reads
@@ -17,10 +17,10 @@ from pathlib import Path
 from console.domain.layout import Layout
 from console.sim.engine_args import (
     EngineArgs,
-    _visible_devices,
     default_served_name,
     resolve_config_path,
     time_scale_from,
+    visible_devices,
 )
 
 VLLM_DEFAULT_PORT = 8000
@@ -60,7 +60,7 @@ _NO_EFFECT_OPTIONS = (
 
 def _build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python -m console.sim.vllm.server serve",
+        prog="python -m console.sim.vllm serve",
         description="A simulated vLLM OpenAI server on a simulated GPU host (only the GPUs are simulated).",
     )
     p.add_argument(
@@ -181,7 +181,7 @@ def parse_vllm_args(argv: Sequence[str] | None = None) -> tuple[EngineArgs, dict
         time_scale=scale,
         ledger_dir=ledger_dir,
         fail=ns.fail,
-        visible_devices=_visible_devices(os.environ.get("CUDA_VISIBLE_DEVICES")),
+        visible_devices=visible_devices(os.environ.get("CUDA_VISIBLE_DEVICES")),
         passthrough=passthrough,
         ignored=tuple(arg.split("=", 1)[0] for arg in unknown if arg.startswith("-")),
         engine="vllm",

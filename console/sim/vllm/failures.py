@@ -8,7 +8,7 @@ Every traceback line carries its process's prefix and, for logged ones, its logg
 
 from __future__ import annotations
 
-from console.sim.sglang.failures import SITE
+from console.sim.logfmt import SITE
 from console.sim.vllm.logfmt import Proc, VllmLog
 
 _VLLM = f"{SITE}/vllm"

@@ -110,10 +110,3 @@ class VllmLog:
     def log(self, message: str, rank: Rank | None = None) -> None:
         """The SGLang writer's interface, for shared parts that log (the API server's INFO line)."""
         self.info(self.api, "api_server.py:1885", message)
-
-
-class QuietLog(VllmLog):
-    """A log for the shared generator, whose batch lines are SGLang's: vLLM logs its own stats instead."""
-
-    def log(self, message: str, rank: Rank | None = None) -> None:
-        return None

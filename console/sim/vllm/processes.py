@@ -4,7 +4,7 @@ The API server, one engine core per data-parallel replica and one worker per ran
 when the layout is one GPU), each with its log prefix and pid; then the engine config line, rank
 assignment, and the two refusals that come before any weight is allocated: a CUDA device that does not
 exist and a GPU whose free memory is below what `--gpu-memory-utilization` asks for. The seam: everything
-here decides which processes exist and whether they may start; `vllm_startup` tells what then fills the
+here decides which processes exist and whether they may start; `startup` tells what then fills the
 GPUs (model build, checkpoint, KV cache, CUDA graphs).
 """
 
@@ -17,13 +17,13 @@ from console.sim.engine_args import EngineArgs
 from console.sim.ledger import ProcLedger
 from console.sim.loading import layout_rng, nccl_buffer_bytes
 from console.sim.logfmt import Rank
-from console.sim.sglang.startup import EngineExit, Startup
+from console.sim.process import EngineExit, StartupBase
 from console.sim.vllm import failures as fail
 from console.sim.vllm.args import VLLM_VERSION
 from console.sim.vllm.logfmt import Proc, VllmLog, build_vllm_ranks
 
 
-class VllmProcesses(Startup):
+class VllmProcesses(StartupBase):
     """vLLM's API server, engine cores and workers, brought up to the point where the model is built."""
 
     def __init__(
@@ -36,7 +36,7 @@ class VllmProcesses(Startup):
         clock: SimClock,
         non_default: dict[str, object],
     ) -> None:
-        super().__init__(args, spec, config, log, ledger, clock)
+        super().__init__(args, spec, config, ledger, clock)
         self.vlog = log
         self.non_default = non_default
         replicas = max(self.layout.dp, 1)
@@ -51,7 +51,7 @@ class VllmProcesses(Startup):
 
     @property
     def max_model_len(self) -> int:
-        return self.args.context_length or int(self._text_config().get("max_position_embeddings") or 32768)
+        return self.args.context_length or int(self.text_config().get("max_position_embeddings") or 32768)
 
     def _core_of(self, rank: Rank) -> Proc:
         return self.cores[rank.dp_rank or 0]

@@ -1,4 +1,4 @@
-"""`python -m console.sim.vllm.server serve MODEL [flags]`: a simulated vLLM server on a simulated GPU host.
+"""`python -m console.sim.vllm serve MODEL [flags]`: a simulated vLLM server on a simulated GPU host.
 
 It prints vLLM 0.11's start-up lines with their process prefixes, builds each worker's model tensor by
 tensor into the GPU ledger (dying with PyTorch's CUDA OOM, `EngineCore failed to start.` and the API
@@ -28,12 +28,11 @@ from console.sim.engine_args import EngineArgs
 from console.sim.generation import Generator
 from console.sim.ledger import ProcLedger, ensure_inventory, read_inventory
 from console.sim.metrics import Metrics
-from console.sim.sglang.server import SimEngine
-from console.sim.sglang.startup import EngineExit
+from console.sim.process import EngineExit, SimServer
 from console.sim.vllm import failures as vllm_failures
 from console.sim.vllm.args import parse_vllm_args
 from console.sim.vllm.http_api import ROUTES, VllmHttp
-from console.sim.vllm.logfmt import QuietLog, VllmLog
+from console.sim.vllm.logfmt import VllmLog
 from console.sim.vllm.startup import VllmStartup
 
 PROCESS_NAME = "VLLM::EngineCore"
@@ -52,8 +51,10 @@ def port_taken(host: str, port: int) -> bool:
     return False
 
 
-class SimVllm(SimEngine):
-    """One vLLM run: the SGLang simulation's run loop (signals, clean stop, ledger), vLLM's story."""
+class SimVllm(SimServer):
+    """One vLLM run: the shared run loop (signals, clean stop, ledger), vLLM's story."""
+
+    process_name = PROCESS_NAME
 
     def __init__(
         self, args: EngineArgs, spec: ModelSpec, config: dict, non_default: dict[str, object]
@@ -61,7 +62,6 @@ class SimVllm(SimEngine):
         super().__init__(args, spec, config)
         self.non_default = non_default
         self.log = VllmLog()
-        self.ledger = ProcLedger(args.ledger_dir, name=PROCESS_NAME)
 
     async def shutdown(self) -> None:
         """uvicorn's shutdown lines under the API server's prefix, when the server was up."""
@@ -83,13 +83,7 @@ class SimVllm(SimEngine):
         report = await startup.run()
         metrics = Metrics()
 
-        def on_load(running: int) -> None:
-            startup.set_util(0, 1) if running == 0 else startup.set_util(min(60 + 9 * running, 90), 99)
-            startup.sync_ledger()
-
-        generator = Generator(
-            args.layout, QuietLog(), startup.ranks[0], metrics, report.max_total_num_tokens, on_load
-        )
+        generator = Generator(args.layout, metrics, report.max_total_num_tokens, startup.on_load)
         http = VllmHttp(
             served_name=args.served_model_name,
             model_path=args.model_path,

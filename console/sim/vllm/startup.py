@@ -20,7 +20,7 @@ from console.domain.models import Engine
 from console.domain.units import GIB
 from console.sim.loading import OomEvent, RankLoader, fragmentation_bytes, layout_rng, rank_rates
 from console.sim.logfmt import capture_progress, shard_progress
-from console.sim.sglang.startup import StartupReport
+from console.sim.process import StartupReport
 from console.sim.vllm import failures as fail
 from console.sim.vllm.args import VLLM_VERSION
 from console.sim.vllm.processes import VllmProcesses

@@ -1,0 +1,179 @@
+"""What every simulated engine process shares: its run loop, its exit, and the GPUs its ranks fill.
+
+An engine (`console.sim.sglang`, `console.sim.vllm`) is a `SimServer` whose `story()` brings it up and
+serves, and a `StartupBase` subclass that prints its own start-up milestones. The base classes know
+the simulated host (the GPU ledger, the CUDA devices, the story clock) and nothing of either engine's
+log format, so neither engine imports the other.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import signal
+from dataclasses import dataclass
+from typing import Protocol
+
+from console.domain.fit.engine_memory import torch_capacity_bytes
+from console.domain.fit.model_spec import ModelSpec
+from console.domain.fit.weights import rank_weight_bytes
+from console.domain.layout import Layout
+from console.domain.models import Engine
+from console.domain.units import MIB
+from console.sim.clock import SimClock
+from console.sim.engine_args import EngineArgs, cuda_devices
+from console.sim.ledger import ProcLedger, read_inventory, read_processes
+from console.sim.loading import OomEvent, cuda_oom_message, layout_rng, make_memories
+from console.sim.logfmt import Rank, build_ranks
+
+SHARD_BYTES = 9.3e9  # Kimi K2.x ships 64 shards of ~9.3 GB
+
+
+class EngineExit(Exception):
+    """The engine stops here with this exit status (its last lines are already printed)."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(code)
+        self.code = code
+
+
+@dataclass(frozen=True, slots=True)
+class StartupReport:
+    """What the HTTP server needs to know once the engine is up."""
+
+    max_total_num_tokens: int
+    max_running_requests: int
+    context_len: int
+
+
+class Stoppable(Protocol):
+    """The HTTP side of a server, stopped when the process ends."""
+
+    async def stop(self) -> None: ...
+
+
+class StartupBase:
+    """A start-up story's ranks, their GPUs and the ledger; subclasses print the milestones."""
+
+    def __init__(self, args: EngineArgs, spec: ModelSpec, config: dict, ledger: ProcLedger,
+                 clock: SimClock) -> None:
+        self.args, self.spec, self.config = args, spec, config
+        self.ledger, self.clock = ledger, clock
+        self.layout = args.layout
+        self.ranks = self.make_ranks()
+        uuids = [g.uuid for g in read_inventory(args.ledger_dir)]
+        devices = cuda_devices(args.visible_devices, args.gpu_count, uuids)
+        # A rank whose CUDA device does not exist fails in set_device; it never books memory (-1).
+        physical = [devices[r.gpu] if 0 <= r.gpu < len(devices) else -1 for r in self.ranks]
+        self.missing_device = [r for r, gpu in zip(self.ranks, physical, strict=True) if gpu < 0]
+        self.rng = layout_rng(self.layout, "timeline")
+        self.capacity_bytes = torch_capacity_bytes(args.gpu_total_mib)
+        self.memories = make_memories(physical, self.layout, self.capacity_bytes, self.others_bytes())
+        self.util = {m.gpu: 0 for m in self.memories}
+        self.t = 0.0
+
+    def make_ranks(self) -> list[Rank]:
+        """The engine's GPU processes, in GPU order (each engine names them its own way)."""
+        return build_ranks(self.layout, self.args.base_gpu_id, self.args.gpu_id_step)
+
+    def others_bytes(self) -> dict[int, int]:
+        """Bytes other live processes hold per GPU (an old engine still exiting, an orphan)."""
+        other: dict[int, int] = {}
+        for rec in read_processes(self.args.ledger_dir):
+            if rec.pid != self.ledger.pid:
+                for gpu, mib in rec.used_mib.items():
+                    other[gpu] = other.get(gpu, 0) + mib * MIB
+        return other
+
+    def sync_ledger(self) -> None:
+        """Write every GPU's footprint and utilisation to the ledger (one file write)."""
+        for mem in self.memories:
+            if mem.gpu >= 0:
+                self.ledger.set(mem.gpu, used_mib=mem.used_mib, util_pct=self.util.get(mem.gpu, 0))
+        self.ledger.flush()
+
+    def set_util(self, low: int, high: int) -> None:
+        for mem in self.memories:
+            self.util[mem.gpu] = self.rng.randint(low, high)
+
+    def on_load(self, running: int) -> None:
+        """nvidia-smi shows the cards busy while requests run and idle otherwise."""
+        self.set_util(0, 1) if running == 0 else self.set_util(min(60 + 9 * running, 90), 99)
+        self.sync_ledger()
+
+    async def at(self, story_s: float) -> None:
+        self.t = story_s
+        await self.clock.until(story_s)
+
+    def text_config(self) -> dict:
+        """The language model's own config (a multimodal config nests it under `text_config`)."""
+        text = self.config.get("text_config")
+        return text if isinstance(text, dict) else self.config
+
+    def shard_count(self) -> int:
+        """Checkpoint shards: from an index file next to the config if there is one, else by size."""
+        index = self.args.config_path.parent / "model.safetensors.index.json"
+        try:
+            weight_map = json.loads(index.read_text()).get("weight_map", {})
+            if weight_map:
+                return len(set(weight_map.values()))
+        except (OSError, ValueError, AttributeError):
+            pass
+        return max(1, round(rank_weight_bytes(self.spec, Layout(), Engine.SGLANG, 0) / SHARD_BYTES))
+
+    def oom_message(self, event: OomEvent, alloc_conf: str = "PYTORCH_CUDA_ALLOC_CONF") -> str:
+        """PyTorch's OOM message with the failing rank's true figures."""
+        mem = self.memories[self.ranks.index(event.rank)]
+        # PyTorch names the CUDA device, which is not nvidia-smi's index under CUDA_VISIBLE_DEVICES.
+        return cuda_oom_message(
+            gpu=event.rank.gpu, tried_bytes=event.tried_bytes, capacity_bytes=mem.capacity_bytes,
+            free_bytes=mem.free_bytes, in_use_bytes=mem.in_use_bytes, allocated_bytes=mem.allocated_bytes,
+            reserved_unallocated_bytes=mem.reserved_unallocated_bytes, alloc_conf=alloc_conf)
+
+
+class SimServer:
+    """One engine process: its story runs until it fails, or until SIGTERM/SIGINT stops it cleanly."""
+
+    process_name = "python"
+
+    def __init__(self, args: EngineArgs, spec: ModelSpec, config: dict) -> None:
+        self.args, self.spec, self.config = args, spec, config
+        self.clock = SimClock(args.time_scale)
+        self.ledger = ProcLedger(args.ledger_dir, name=self.process_name)
+        self.http: Stoppable | None = None
+        self.stop_requested = asyncio.Event()
+
+    async def run(self) -> int:
+        """Run until stopped or failed; returns the exit status."""
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self.stop_requested.set)
+        story = asyncio.create_task(self.story())
+        stopper = asyncio.create_task(self.stop_requested.wait())
+        try:
+            await asyncio.wait({story, stopper}, return_when=asyncio.FIRST_COMPLETED)
+            if story.done():
+                exc = story.exception()
+                if isinstance(exc, EngineExit):
+                    return exc.code
+                if exc is not None:
+                    raise exc
+                return 0
+            story.cancel()
+            with contextlib.suppress(asyncio.CancelledError, EngineExit):
+                await story
+            await self.shutdown()
+            return 0
+        finally:
+            stopper.cancel()
+            if self.http is not None:
+                await self.http.stop()
+            self.ledger.remove()
+
+    async def story(self) -> None:
+        """Start-up, HTTP, then serve until cancelled; raises EngineExit on a failure."""
+        raise NotImplementedError
+
+    async def shutdown(self) -> None:
+        """The server's last lines after a clean stop (uvicorn's, when it was up)."""

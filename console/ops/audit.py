@@ -7,20 +7,16 @@ unless the console that wrote it still runs.
 
 from __future__ import annotations
 
-import contextlib
-import errno
 import json
 import os
 import socket
-import sqlite3
 import time
-from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from console.errors import ConsoleError
 from console.hosts.procfs import pid_alive
+from console.ops.state_db import StateDb, db_faults
 
 AUDIT_FILE = "audit.sqlite3"
 STARTED = "started"
@@ -74,80 +70,17 @@ class AuditEntry:
         return {"event": "switch", **{k: getattr(self, k) for k in self.__slots__}}
 
 
-class AuditError(ConsoleError):
-    """The audit log cannot be read or written; one line naming the file and what to do (exit 1)."""
-
-
-@contextlib.contextmanager
-def _faults(path: Path) -> Iterator[None]:
-    """SQLite's and the file system's errors as one AuditError line naming the file and the remedy.
-
-    A damaged log is never moved aside by the console: it is the record of who switched what, and the
-    rollback target comes from it. The operator moves it (the line says how); the next command then
-    starts a new, empty log.
-    """
-    try:
-        yield
-    except sqlite3.OperationalError as exc:
-        text = str(exc)
-        if "full" in text:
-            raise AuditError(f"audit log {path}: the disk is full; free space, then run the command again") from None
-        if "readonly" in text or "unable to open" in text or "disk I/O" in text:
-            raise AuditError(
-                f"audit log {path}: cannot write it ({text}); make it and its directory writable for this "
-                f"user, or point SERVE_CONSOLE_STATE_DIR at another directory"
-            ) from None
-        raise AuditError(f"audit log {path}: {text}") from None
-    except sqlite3.DatabaseError as exc:  # "file is not a database", "database disk image is malformed"
-        raise AuditError(
-            f"audit log {path} is damaged ({exc}); move it aside (mv {path} {path}.damaged) and the "
-            "console starts a new one"
-        ) from None
-    except OSError as exc:
-        if exc.errno == errno.ENOSPC:
-            raise AuditError(f"audit log {path}: the disk is full; free space, then run the command again") from None
-        raise AuditError(f"audit log {path}: {exc.strerror or exc}") from None
-
-
-class AuditLog:
+class AuditLog(StateDb):
     """The switch log of one state dir. Opening it marks switches of dead consoles interrupted.
 
     The file is created 0600: it names hosts, layouts and failures (with their log lines).
     """
 
+    schema = _SCHEMA
+
     def __init__(self, path: Path) -> None:
-        self.path = path
-        with _faults(path):
-            path.parent.mkdir(parents=True, exist_ok=True)
-            _private_file(path)
-            self._db = sqlite3.connect(path, timeout=10.0, isolation_level=None, check_same_thread=False)
-            try:
-                self._enter_wal()
-                self._db.execute("PRAGMA synchronous=NORMAL")
-                self._db.executescript(_SCHEMA)
-                self.interrupted_on_open = self.mark_interrupted()
-            except BaseException:
-                self._db.close()
-                raise
-
-    def _enter_wal(self) -> None:
-        """Switch to WAL; two consoles creating the log at once can get SQLITE_BUSY here without the
-        busy timeout applying (a journal-mode change takes an exclusive lock), so retry briefly."""
-        for attempt in range(50):
-            try:
-                self._db.execute("PRAGMA journal_mode=WAL")
-                return
-            except sqlite3.OperationalError as exc:
-                if "locked" not in str(exc) or attempt == 49:
-                    raise
-                time.sleep(0.05)
-
-    def close(self) -> None:
-        self._db.close()
-
-    def _execute(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
-        with _faults(self.path):
-            return self._db.execute(sql, params)
+        super().__init__(path)
+        self.interrupted_on_open = self.mark_interrupted()
 
     def begin(
         self,
@@ -232,14 +165,14 @@ class AuditLog:
         if limit is not None:
             sql += " LIMIT ?"
             params.append(limit)
-        with _faults(self.path):
+        with db_faults(self.path):
             cur = self._db.execute(sql, params)
             rows = cur.fetchall()
         names = [d[0] for d in cur.description]
         return [_entry(dict(zip(names, row, strict=True))) for row in reversed(rows)]
 
     def get(self, entry_id: int) -> AuditEntry | None:
-        with _faults(self.path):
+        with db_faults(self.path):
             cur = self._db.execute("SELECT * FROM switches WHERE id=?", (entry_id,))
             row = cur.fetchone()
         return _entry(dict(zip([d[0] for d in cur.description], row, strict=True))) if row else None
@@ -281,17 +214,6 @@ def _entry(row: dict[str, Any]) -> AuditEntry:
         detected_after_s=row["detected_after_s"],
         elapsed_s=row["elapsed_s"],
     )
-
-
-def _private_file(path: Path) -> None:
-    """Create the log 0600, or tighten an existing one this user owns."""
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        info = os.fstat(fd)
-        if info.st_uid == os.getuid() and info.st_mode & 0o077:
-            os.fchmod(fd, 0o600)
-    finally:
-        os.close(fd)
 
 
 def open_audit(state_root: Path | None = None) -> AuditLog:

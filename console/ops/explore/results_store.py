@@ -11,11 +11,11 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from console.ops.state_db import StateDb
 
 if TYPE_CHECKING:
     from console.ops.audit import AuditLog
@@ -114,26 +114,19 @@ class ExploreRecord:
     left_running: str | None
 
 
-class ResultsStore:
+class ResultsStore(StateDb):
     """The results tables of one audit DB, over a connection of their own."""
 
-    def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self.path = path
-        self._db = sqlite3.connect(path, timeout=10.0, isolation_level=None, check_same_thread=False)
-        self._db.executescript(_SCHEMA)
+    schema = _SCHEMA
 
     @classmethod
     def beside(cls, audit: AuditLog) -> ResultsStore:
         """The store in the audit log's own file."""
         return cls(audit.path)
 
-    def close(self) -> None:
-        self._db.close()
-
     def add_probe(self, result: ProbeResult, options: ProbeOptions, *, explore_id: int | None = None) -> int:
         s = result.summary
-        cur = self._db.execute(
+        cur = self._execute(
             "INSERT INTO probe_results (taken_at, host, service, layout, engine, model, concurrency,"
             " request_rate, params_json, result_json, explore_id) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
             (result.taken_at, result.host, result.service, result.layout, result.engine, result.model,
@@ -150,7 +143,7 @@ class ResultsStore:
             if value is not None:
                 sql += f" AND {column}=?"
                 params.append(value)
-        cur = self._db.execute(sql + " ORDER BY id", params)
+        cur = self._execute(sql + " ORDER BY id", params)
         names = [d[0] for d in cur.description]
         rows = [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
         return [StoredProbe(r["id"], r["taken_at"], r["host"], r["service"], r["layout"],
@@ -159,7 +152,7 @@ class ResultsStore:
 
     # -- explores ---------------------------------------------------------------------------------
     def begin_explore(self, host: str, service: str, params: dict[str, Any], start_layout: str | None) -> int:
-        cur = self._db.execute(
+        cur = self._execute(
             "INSERT INTO explores (started_at, host, service, params_json, start_layout, state)"
             " VALUES (?,?,?,?,?,?)",
             (time.time(), host, service, json.dumps(params), start_layout, RUNNING),
@@ -168,13 +161,13 @@ class ResultsStore:
 
     def set_explore_state(self, explore_id: int, state: str, *, best: str | None = None,
                           left_running: str | None = None) -> None:
-        self._db.execute(
+        self._execute(
             "UPDATE explores SET state=?, best=?, left_running=?, finished_at=? WHERE id=?",
             (state, best, left_running, None if state == RUNNING else time.time(), explore_id),
         )
 
     def record_outcome(self, explore_id: int, position: int, outcome: LayoutOutcome) -> None:
-        self._db.execute(
+        self._execute(
             "INSERT OR REPLACE INTO explore_layouts (explore_id, position, layout, outcome, fit_json,"
             " failure_json, finished_at) VALUES (?,?,?,?,?,?,?)",
             (explore_id, position, outcome.layout, outcome.outcome, _dumps(outcome.fit),
@@ -183,7 +176,7 @@ class ResultsStore:
 
     def outcomes(self, explore_id: int) -> dict[int, LayoutOutcome]:
         """The outcomes recorded so far, by position in the explore's layout list."""
-        rows = self._db.execute(
+        rows = self._execute(
             "SELECT position, layout, outcome, fit_json, failure_json, finished_at FROM explore_layouts"
             " WHERE explore_id=? ORDER BY position", (explore_id,),
         ).fetchall()  # fmt: skip
@@ -192,7 +185,7 @@ class ResultsStore:
 
     def latest_outcomes(self, host: str, service: str) -> dict[str, LayoutOutcome]:
         """Each layout's newest explore outcome on this service."""
-        rows = self._db.execute(
+        rows = self._execute(
             "SELECT l.layout, l.outcome, l.fit_json, l.failure_json, l.finished_at FROM explore_layouts l"
             " JOIN explores e ON e.id = l.explore_id WHERE e.host=? AND e.service=? ORDER BY l.finished_at",
             (host, service),
@@ -201,13 +194,13 @@ class ResultsStore:
                 for layout, outcome, fit, failure, at in rows}  # fmt: skip
 
     def explore(self, explore_id: int) -> ExploreRecord | None:
-        cur = self._db.execute("SELECT * FROM explores WHERE id=?", (explore_id,))
+        cur = self._execute("SELECT * FROM explores WHERE id=?", (explore_id,))
         row = cur.fetchone()
         return _explore(dict(zip([d[0] for d in cur.description], row, strict=True))) if row else None
 
     def unfinished_explore(self, host: str, service: str) -> ExploreRecord | None:
         """The newest explore of this service that did not finish (interrupted, or its console died)."""
-        cur = self._db.execute(
+        cur = self._execute(
             "SELECT * FROM explores WHERE host=? AND service=? ORDER BY id DESC LIMIT 1", (host, service)
         )
         row = cur.fetchone()

@@ -1,6 +1,9 @@
-"""Reading /proc: whether a pid is alive and when it started (one reader for the sim host and the audit log)."""
+"""Reading /proc: whether a pid or a process group is alive and when it started (one reader for the sim host
+and the audit log)."""
 
 from __future__ import annotations
+
+import os
 
 
 def _stat_fields(pid: int) -> list[str] | None:
@@ -30,3 +33,19 @@ def pid_alive(pid: int | None, start_ticks: int | None = None) -> bool:
     if not fields or fields[0] in ("Z", "X"):
         return False
     return start_ticks is None or proc_start_ticks(pid) == start_ticks
+
+
+def group_alive(pgid: int) -> bool:
+    """True if the process group has a live member (killpg(0) also succeeds for a group of zombies)."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            fields = _stat_fields(int(entry.name))
+            if fields and len(fields) > 2 and fields[2] == str(pgid) and fields[0] not in ("Z", "X"):
+                return True
+    return False

@@ -86,7 +86,7 @@ def test_an_env_file_path_that_is_not_normalised_or_confined_is_refused_at_load(
 async def test_a_switch_edits_the_env_file_in_place_keeping_other_lines_and_mode(sim_hosts):
     host = sim_hosts(mapping="env-file", layout_specs=(EP8, TP8))
     path = host.config.services[0].env_file
-    local = host.services.host_path(path)
+    local = host.services.files.host_path(path)
     local.parent.mkdir(parents=True, exist_ok=True)
     local.write_text("# operator's file\nHF_TOKEN=hf_secret\nSERVE_CONSOLE_LAYOUT=stale\n")
     os.chmod(local, 0o600)

@@ -18,19 +18,19 @@ import contextlib
 import fcntl
 import os
 import signal
-import stat
 import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-from console.config import DROP_IN, ENV_FILE, HostConfig
+from console.config import HostConfig
 from console.domain.models import JournalEntry, UnitState
 from console.errors import HostError
-from console.hosts.procfs import pid_alive
+from console.hosts.procfs import group_alive, pid_alive
 from console.hosts.state_dir import sim_host_dir
 from console.sim.host import units as sim_units
+from console.sim.host.host_files import SimHostFiles
 from console.sim.host.journal import PRIORITY_WARNING, append_entry, follow_journal, parse_cursor
 from console.sim.host.unit_state import (
     read_state,
@@ -53,7 +53,8 @@ class ProcessManager:
         self.cfg = cfg
         self.root = sim_host_dir(state_root, cfg.name)
         self.units_dir = self.root / "units"
-        self.files_dir = self.root / "files"
+        self.files = SimHostFiles(cfg, self.root)
+        self.files_dir = self.files.files_dir
         self.ledger_dir = self.root / "ledger"
         self.stop_grace_s = stop_grace_s
         for folder in (self.units_dir, self.files_dir, self.ledger_dir):
@@ -68,18 +69,6 @@ class ProcessManager:
         if create:
             path.mkdir(parents=True, exist_ok=True)
         return path
-
-    def host_path(self, path: str) -> Path:
-        """Where an absolute path on the simulated host lives in the state dir; never outside it.
-
-        Raises:
-            HostError: the path (through `..` or a symlink) leads out of the host's files dir.
-        """
-        target = self.files_dir / path.lstrip("/")
-        root = self.files_dir.resolve()
-        if not target.resolve().is_relative_to(root):
-            raise HostError(self.cfg.name, f"refusing {path!r}: it leads outside the simulated host's files")
-        return target
 
     @contextlib.asynccontextmanager
     async def _unit_lock(self, unit: str) -> AsyncIterator[None]:
@@ -128,38 +117,13 @@ class ProcessManager:
             write_state(unit_dir, raw)
 
     async def read_file(self, path: str) -> str | None:
-        """A file on the simulated host, or None if it does not exist."""
-        try:
-            return self.host_path(path).read_text(errors="replace")
-        except FileNotFoundError:
-            return None
+        return await self.files.read_file(path)
 
     async def write_file(self, path: str, content: str) -> None:
-        """Replace the file atomically, keeping an existing file's mode (and owner, where allowed)."""
-        target = self.host_path(path)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-        try:
-            tmp.write_text(content)
-            with contextlib.suppress(FileNotFoundError):
-                before = target.stat()
-                os.chmod(tmp, stat.S_IMODE(before.st_mode))
-                with contextlib.suppress(PermissionError):
-                    os.chown(tmp, before.st_uid, before.st_gid)
-            os.replace(tmp, target)
-        except OSError as exc:
-            with contextlib.suppress(OSError):
-                tmp.unlink()
-            raise HostError(self.cfg.name, f"cannot write {path}: {exc.strerror or exc}") from None
+        await self.files.write_file(path, content)
 
     async def daemon_reload(self) -> None:
-        """Drop-ins take effect only now, as with systemd."""
-        loaded = {
-            s.unit: sim_units.load_drop_ins(self.files_dir, s.unit)
-            for s in self.cfg.services
-            if s.mapping == DROP_IN and s.unit
-        }
-        sim_units.save_loaded_drop_ins(self.root / "loaded-drop-ins.json", loaded)
+        self.files.reload_drop_ins()
 
     def journal(
         self, unit: str, *, after_cursor: str | None = None, follow: bool = True, lines: int | None = None
@@ -195,7 +159,7 @@ class ProcessManager:
         if supervisor_alive(raw):
             pids.append(raw["supervisor_pid"])
         pgid = raw.get("pgid")
-        if pgid and _group_alive(pgid):
+        if pgid and group_alive(pgid):
             pids.append(pgid)
         return pids
 
@@ -204,23 +168,7 @@ class ProcessManager:
     def _command(self, spec: sim_units.UnitSpec) -> tuple[list[str], dict[str, str]]:
         env = dict(os.environ)
         env["PYTHONUNBUFFERED"] = "1"
-        unit_env: dict[str, str] = {}
-        if spec.layout is not None:
-            layout_args = sim_units.layout_args_for(spec)
-        elif spec.service.mapping == ENV_FILE:
-            assert spec.service.env_file is not None
-            path = self.host_path(spec.service.env_file)
-            try:
-                unit_env = sim_units.parse_env_file(path.read_text(errors="replace"))
-            except FileNotFoundError:
-                raise HostError(
-                    self.cfg.name, f"{spec.unit}: Failed to load environment files: {spec.service.env_file}"
-                ) from None
-            layout_args = sim_units.layout_args_from_env(self.cfg, spec, unit_env, spec.service.env_file)
-        else:
-            loaded = sim_units.read_loaded_drop_ins(self.root / "loaded-drop-ins.json")
-            unit_env = loaded.get(spec.unit, {})
-            layout_args = sim_units.layout_args_from_env(self.cfg, spec, unit_env, "its drop-in")
+        layout_args, unit_env = self.files.layout_args(spec)
         env.update(unit_env)
         return sim_units.engine_command(self.cfg, spec, layout_args, self.ledger_dir), env
 
@@ -268,7 +216,7 @@ class ProcessManager:
         if supervisor_alive(raw):  # a wedged supervisor: take over its job
             with contextlib.suppress(ProcessLookupError):
                 os.kill(sup_pid, signal.SIGKILL)
-        if pgid and _group_alive(pgid):
+        if pgid and group_alive(pgid):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(pgid, signal.SIGKILL)
         after = read_state(unit_dir) or raw
@@ -285,22 +233,3 @@ class ProcessManager:
             after.update(active="failed", sub="failed", result="signal", main_pid=None, since=time.time())
             write_state(unit_dir, after)
 
-
-def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # killpg(0) also succeeds for a group made only of zombies; look for a live member.
-    for entry in os.scandir("/proc"):
-        if entry.name.isdigit():
-            try:
-                with open(f"/proc/{entry.name}/stat", "rb") as fh:
-                    fields = fh.read().decode("ascii", "replace").rpartition(")")[2].split()
-            except OSError:
-                continue
-            if len(fields) > 2 and fields[2] == str(pgid) and fields[0] not in ("Z", "X"):
-                return True
-    return False

@@ -101,15 +101,15 @@ def _num(value) -> str:
 def final_lines(result) -> list[str]:
     from console.ops.explore.results_table import levels_of
 
-    levels = sorted({int(p.get("concurrency") or 0) for r in result.layouts for p in r.probes})
+    levels = sorted({c for r in result.layouts for c in levels_of(r.probes)})
     head = f"  {'':2}{'layout':<10}{'outcome':<10}{'c=1 tok/s/user':>16}" + "".join(f"{'agg c=' + str(c):>12}" for c in levels)
     lines = [f"Explore {result.host}/{result.service}" + (" (interrupted)" if result.interrupted else ""), head]
     for r in result.layouts:
         by = levels_of(r.probes)
-        first = by.get(1, {}).get("per_user_tokens_per_s")
+        first = by[1].per_user_tokens_per_s if 1 in by else None
         mark = "* " if r.layout == result.best else "  "
         lines.append(f"  {mark}{r.layout:<10}{r.outcome:<10}{_num(first):>16}"
-                     + "".join(f"{_num(by.get(c, {}).get('output_throughput')):>12}" for c in levels))
+                     + "".join(f"{_num(by[c].output_throughput if c in by else None):>12}" for c in levels))
     lines.append(f"best by {result.pick}: {result.best or 'none'}; running now: {result.left_running or 'nothing'}; "
                  f"{result.elapsed_s:.1f} s")
     return lines

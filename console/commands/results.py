@@ -93,10 +93,9 @@ def run(args: argparse.Namespace) -> int:
         elif writer is not None:
             for r in res.rows:
                 for c in sorted(r.levels) or [None]:
-                    line = r.levels.get(c, {}) if c is not None else {}
                     writer.writerow([res.host, res.service, r.layout, int(r.best), r.gpus, r.c1_per_user, c,
-                                     line.get("output_throughput"), line.get("median_ttft_ms"),
-                                     line.get("p99_ttft_ms"), line.get("mean_tpot_ms"), r.headroom_gib,
+                                     r.at(c, "output_throughput"), r.at(c, "median_ttft_ms"),
+                                     r.at(c, "p99_ttft_ms"), r.at(c, "mean_tpot_ms"), r.headroom_gib,
                                      r.outcome, r.when])  # fmt: skip
         else:
             sys.stdout.write("\n".join(human(res)) + "\n\n")

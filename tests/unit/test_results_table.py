@@ -39,7 +39,7 @@ def test_the_pick_rules():
 
 def test_the_newest_line_of_a_level_wins():
     levels = levels_of([line(1, 10.0, 10.0, 80), line(8, 50.0, 7.0, 90), line(1, 12.0, 12.0, 80)])
-    assert list(levels) == [1, 8] and levels[1]["output_throughput"] == 12.0
+    assert list(levels) == [1, 8] and levels[1].output_throughput == 12.0
 
 
 def test_the_pareto_frontier_keeps_only_undominated_points():

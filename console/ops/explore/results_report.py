@@ -13,7 +13,14 @@ from typing import Any
 from console.config import HostConfig, ServiceConfig
 from console.domain.layout import gpus_used
 from console.ops.explore.results_store import ResultsStore
-from console.ops.explore.results_table import ParetoPoint, Pick, best_layout, levels_of, pareto_frontier
+from console.ops.explore.results_table import (
+    LevelFigures,
+    ParetoPoint,
+    Pick,
+    best_layout,
+    levels_of,
+    pareto_frontier,
+)
 from console.ops.fit_check import fit_layout, gpu_capacity
 
 MEASURED = "measured"
@@ -25,16 +32,16 @@ class LayoutRow:
 
     layout: str
     gpus: int
-    levels: dict[int, dict[str, Any]]
+    levels: dict[int, LevelFigures]
     headroom_gib: float | None
     fit_verdict: str | None
     outcome: str | None
     when: float | None
     best: bool = False
 
-    def at(self, concurrency: int, key: str) -> Any:
-        line = self.levels.get(concurrency)
-        return None if line is None else line.get(key)
+    def at(self, concurrency: int | None, key: str) -> Any:
+        level = self.levels.get(concurrency) if concurrency is not None else None
+        return None if level is None else getattr(level, key)
 
     @property
     def top(self) -> int | None:
@@ -50,11 +57,11 @@ class LayoutRow:
             "layout": self.layout, "gpus": self.gpus, "best": self.best, "outcome": self.outcome,
             "fit_verdict": self.fit_verdict, "headroom_gib": self.headroom_gib, "when": self.when,
             "c1_tokens_per_s_per_user": self.c1_per_user,
-            "aggregate_tokens_per_s": {str(c): line.get("output_throughput") for c, line in self.levels.items()},
+            "aggregate_tokens_per_s": {str(c): level.output_throughput for c, level in self.levels.items()},
             "top_concurrency": top,
-            "median_ttft_ms": self.at(top, "median_ttft_ms") if top is not None else None,
-            "p99_ttft_ms": self.at(top, "p99_ttft_ms") if top is not None else None,
-            "mean_tpot_ms": self.at(top, "mean_tpot_ms") if top is not None else None,
+            "median_ttft_ms": self.at(top, "median_ttft_ms"),
+            "p99_ttft_ms": self.at(top, "p99_ttft_ms"),
+            "mean_tpot_ms": self.at(top, "mean_tpot_ms"),
         }  # fmt: skip
 
 

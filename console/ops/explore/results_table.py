@@ -1,7 +1,7 @@
 """Comparing layouts from their probes: the best by a pick rule, and the Pareto frontier.
 
-Pure functions over `probe --json` lines (dicts), so the explore, `serve-console results` and the TUI
-rank layouts the same way.
+Pure functions over typed level figures (`LevelFigures`, read from a live probe or a stored `probe --json`
+line), so the explore, `serve-console results` and the TUI rank layouts the same way.
 - `throughput` (default): the highest aggregate output tok/s at the top concurrency measured;
 - `c1`: the highest tok/s per user (1000 / mean TPOT) at the lowest concurrency measured;
 - `ttft-slo:MS`: the highest aggregate at any level whose p99 TTFT is at most MS.
@@ -14,14 +14,51 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from console.errors import UsageError
 
+if TYPE_CHECKING:
+    from console.ops.explore.probe_metrics import ProbeResult
+
 THROUGHPUT, C1, TTFT_SLO = "throughput", "c1", "ttft-slo"
 
-Levels = Mapping[int, Mapping[str, Any]]
-"""A layout's probe lines by concurrency (0 for an open-loop level without a concurrency cap)."""
+
+
+def _figure(line: Mapping[str, Any], key: str) -> float | None:
+    value = line.get(key)
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+@dataclass(frozen=True, slots=True)
+class LevelFigures:
+    """What comparing layouts needs of one probe level (None where it was not measured)."""
+
+    concurrency: int
+    """0 for an open-loop level without a concurrency cap."""
+    output_throughput: float | None
+    per_user_tokens_per_s: float | None
+    median_ttft_ms: float | None
+    p99_ttft_ms: float | None
+    mean_tpot_ms: float | None
+    completed: int
+    failed: int
+
+    @classmethod
+    def of(cls, level: ProbeResult | Mapping[str, Any]) -> LevelFigures:
+        """From a live probe level, or a stored `probe --json` line (keys it lacks read as None)."""
+        if not isinstance(level, Mapping):
+            s = level.summary
+            return cls(s.concurrency or 0, s.output_throughput, s.per_user_tokens_per_s, s.ttft.median_ms,
+                       s.ttft.p99_ms, s.tpot.mean_ms, s.completed, s.failed)
+        return cls(int(_figure(level, "concurrency") or 0), _figure(level, "output_throughput"),
+                   _figure(level, "per_user_tokens_per_s"), _figure(level, "median_ttft_ms"),
+                   _figure(level, "p99_ttft_ms"), _figure(level, "mean_tpot_ms"),
+                   int(_figure(level, "completed") or 0), int(_figure(level, "failed") or 0))
+
+
+Levels = Mapping[int, LevelFigures]
+"""A layout's probe levels by concurrency."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,11 +91,12 @@ def parse_pick(text: str) -> Pick:
     raise UsageError(f"--pick {text!r}: use throughput, c1 or ttft-slo:MS (MS > 0)")
 
 
-def levels_of(lines: Iterable[Mapping[str, Any]]) -> dict[int, Mapping[str, Any]]:
-    """Probe lines by concurrency, the newest line of each level winning."""
-    out: dict[int, Mapping[str, Any]] = {}
-    for line in lines:
-        out[int(line.get("concurrency") or 0)] = line
+def levels_of(levels: Iterable[ProbeResult | Mapping[str, Any]]) -> dict[int, LevelFigures]:
+    """Probe levels by concurrency, the newest of each level winning."""
+    out: dict[int, LevelFigures] = {}
+    for level in levels:
+        figures = LevelFigures.of(level)
+        out[figures.concurrency] = figures
     return dict(sorted(out.items()))
 
 
@@ -67,12 +105,12 @@ def score(levels: Levels, pick: Pick) -> float | None:
     if not levels:
         return None
     if pick.rule == C1:
-        return levels[min(levels)].get("per_user_tokens_per_s")
+        return levels[min(levels)].per_user_tokens_per_s
     if pick.rule == TTFT_SLO:
-        ok = [line.get("output_throughput") or 0.0 for line in levels.values()
-              if line.get("p99_ttft_ms") is not None and line["p99_ttft_ms"] <= (pick.ttft_slo_ms or 0)]
+        ok = [level.output_throughput or 0.0 for level in levels.values()
+              if level.p99_ttft_ms is not None and level.p99_ttft_ms <= (pick.ttft_slo_ms or 0)]
         return max(ok) if ok else None
-    return levels[max(levels)].get("output_throughput")
+    return levels[max(levels)].output_throughput
 
 
 def best_layout(by_layout: Mapping[str, Levels], pick: Pick) -> str | None:
@@ -104,8 +142,8 @@ def pareto_frontier(by_layout: Mapping[str, Levels], gpus: Mapping[str, int]) ->
     """The points no other point beats on both tok/s per user and tok/s per GPU, fastest per user first."""
     points = []
     for layout, levels in by_layout.items():
-        for concurrency, line in levels.items():
-            per_user, aggregate = line.get("per_user_tokens_per_s"), line.get("output_throughput")
+        for concurrency, level in levels.items():
+            per_user, aggregate = level.per_user_tokens_per_s, level.output_throughput
             if per_user and aggregate:
                 points.append(ParetoPoint(layout, concurrency, per_user, aggregate / max(gpus.get(layout, 1), 1)))
     frontier = [

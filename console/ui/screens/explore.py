@@ -22,7 +22,7 @@ from console.hosts.base import Host
 from console.ops.explore.probe import ProbeResult
 from console.ops.explore.probe_load import ProbeOptions
 from console.ops.explore.report import ExploreOptions, LayoutDone
-from console.ops.explore.results_table import Pick, best_layout, levels_of, pareto_frontier
+from console.ops.explore.results_table import LevelFigures, Pick, best_layout, levels_of, pareto_frontier
 from console.ops.switch.events import PhaseEvent, ProgressEvent, ResultEvent, StepEvent
 from console.ui.keys import bindings
 from console.ui.reach import ReachesConsole
@@ -30,13 +30,13 @@ from console.ui.reach import ReachesConsole
 BAR = 40  # characters of the longest bar
 
 
-def chart(layouts: dict[str, dict[int, dict]], gpus: dict[str, int], bar_style: str = "") -> Text:
+def chart(layouts: dict[str, dict[int, LevelFigures]], gpus: dict[str, int], bar_style: str = "") -> Text:
     """Bars of aggregate tok/s per layout and concurrency, then the Pareto frontier."""
     text = Text()
-    peak = max((line.get("output_throughput") or 0.0 for lv in layouts.values() for line in lv.values()), default=0.0)
+    peak = max((level.output_throughput or 0.0 for lv in layouts.values() for level in lv.values()), default=0.0)
     for layout, levels in layouts.items():
-        for c, line in levels.items():
-            value = line.get("output_throughput") or 0.0
+        for c, level in levels.items():
+            value = level.output_throughput or 0.0
             width = round(BAR * value / peak) if peak else 0
             text.append(f"{layout:<9} c={c:<4}", style="bold")
             text.append("█" * width, style=bar_style)
@@ -61,7 +61,7 @@ class ExploreScreen(ReachesConsole, ModalScreen[None]):
         self.probe = probe or ProbeOptions(concurrency=(1, 16, 64))
         self.running = False
         self.result = None
-        self.levels: dict[str, dict[int, dict]] = {}
+        self.levels: dict[str, dict[int, LevelFigures]] = {}
 
     def compose(self) -> ComposeResult:
         from console.domain.layout import gpus_used
@@ -167,8 +167,8 @@ class ExploreScreen(ReachesConsole, ModalScreen[None]):
         elif isinstance(event, ResultEvent) and event.result is not None:
             self._status(f"{event.layout}: switch {event.result.outcome}")
         elif isinstance(event, ProbeResult):
-            line = event.to_json()
-            self.levels.setdefault(event.layout or "?", {})[event.summary.concurrency or 0] = line
+            figures = LevelFigures.of(event)
+            self.levels.setdefault(event.layout or "?", {})[figures.concurrency] = figures
             self._set(event.layout, "outcome", "probing")
             self._set(event.layout, f"agg c={event.summary.concurrency}", f"{event.summary.output_throughput:,.1f}")
             if event.summary.concurrency == 1:

@@ -121,9 +121,9 @@ class LayoutPicker(ReachesConsole, NotifiesWorkerErrors, ModalScreen[tuple[str, 
             levels = levels_of(p.result for p in probes if p.layout == lc.name)
             if levels:
                 top = max(levels)
-                per_user = levels.get(1, {}).get("per_user_tokens_per_s")
+                per_user = levels[1].per_user_tokens_per_s if 1 in levels else None
                 head = f"{per_user:.1f}/u " if per_user else ""  # short: the unit column must stay whole
-                out[lc.name] = f"{head}{levels[top].get('output_throughput') or 0:.0f}@c{top}"
+                out[lc.name] = f"{head}{levels[top].output_throughput or 0:.0f}@c{top}"
         return out
 
     def _selected(self) -> str | None:

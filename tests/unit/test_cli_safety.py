@@ -7,7 +7,7 @@ import os
 
 from sim_cli import UNIT, cli, journal_dir, sim_env  # noqa: F401 - the fixture is used by name
 
-from console.sim.host.journal import append_entry
+from console.sim.systemd.journal import append_entry
 
 HOSTILE = "boom \x1b]52;c;ZWNobyBoaQ==\x07\x1b]0;owned\x07\x1b[2J \u009b2J \u202eevil\u202c\nforged line"
 LIVE = set("\x1b\x07\u009b\u202e\u202c\n")

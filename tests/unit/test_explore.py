@@ -40,7 +40,7 @@ def engines(state_root) -> list[int]:
     for pid in engine_pids(state_root):
         with open(f"/proc/{pid}/cmdline", "rb") as fh:
             argv = fh.read().split(b"\0")
-        if b"console.sim.supervisor" not in argv:
+        if b"console.sim.systemd.supervisor" not in argv:
             found.append(pid)
     return found
 

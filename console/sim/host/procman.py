@@ -1,6 +1,6 @@
 """The simulated host's service manager: systemd's interface over detached local processes.
 
-Each unit runs under its own supervisor (`console.sim.supervisor`), which outlives the console that
+Each unit runs under its own supervisor (`console.sim.systemd.supervisor`), which outlives the console that
 started it, exactly as a systemd unit outlives `systemctl`. Everything lives in the state dir:
 
     <state>/hosts/<host>/units/<unit>/state.json     the unit's state, written by its supervisor
@@ -31,8 +31,8 @@ from console.hosts.procfs import group_alive, pid_alive
 from console.hosts.state_dir import sim_host_dir
 from console.sim.host import units as sim_units
 from console.sim.host.host_files import SimHostFiles
-from console.sim.host.journal import PRIORITY_WARNING, append_entry, follow_journal, parse_cursor
-from console.sim.host.unit_state import (
+from console.sim.systemd.journal import PRIORITY_WARNING, append_entry, follow_journal, parse_cursor
+from console.sim.systemd.unit_state import (
     read_state,
     supervisor_alive,
     unit_state_from,
@@ -175,7 +175,7 @@ class ProcessManager:
     def _spawn(self, spec: sim_units.UnitSpec, argv: list[str], env: dict[str, str]) -> None:
         unit_dir = self.unit_dir(spec.unit)
         command = [
-            sys.executable, "-m", "console.sim.supervisor", "--daemonize",
+            sys.executable, "-m", "console.sim.systemd.supervisor", "--daemonize",
             "--unit-dir", str(unit_dir), "--unit", spec.unit, "--description", spec.description,
             "--stop-grace-s", str(self.stop_grace_s), "--", *argv,
         ]  # fmt: skip

@@ -1,6 +1,6 @@
 """One simulated unit's supervisor: what systemd does for a `Type=simple` service, in a small process.
 
-`python -m console.sim.supervisor --unit-dir DIR --unit NAME --description TEXT -- ARGV...`
+`python -m console.sim.systemd.supervisor --unit-dir DIR --unit NAME --description TEXT -- ARGV...`
 
 It runs ARGV in its own process group, copies its stdout and stderr into the unit's journal file, keeps
 the unit's state in `state.json`, and writes systemd's own lines (`Started ...`, `Main process exited,
@@ -22,8 +22,8 @@ import time
 from pathlib import Path
 
 from console.hosts.procfs import proc_start_ticks
-from console.sim.host.journal import PRIORITY_INFO, PRIORITY_WARNING, append_entry
-from console.sim.host.unit_state import write_state
+from console.sim.systemd.journal import PRIORITY_INFO, PRIORITY_WARNING, append_entry
+from console.sim.systemd.unit_state import write_state
 
 _MAX_LINE_BYTES = 64 * 1024
 #: Space set aside at start and given back when a journal write fails (ENOSPC), so the supervisor can
@@ -214,7 +214,7 @@ def _daemonize() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m console.sim.supervisor")
+    parser = argparse.ArgumentParser(prog="python -m console.sim.systemd.supervisor")
     parser.add_argument("--unit-dir", required=True, type=Path)
     parser.add_argument("--unit", required=True)
     parser.add_argument("--description", default="")

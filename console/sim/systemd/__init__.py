@@ -1,0 +1,1 @@
+"""The simulated systemd: a supervisor per unit, its journal file and its state file."""

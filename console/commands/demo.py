@@ -66,7 +66,7 @@ async def _story(host_cfg, state_root: Path, as_json: bool) -> int:
     from console.factory import open_host
     from console.ops.audit import AuditLog
     from console.ops.switch.events import FAILED, READY
-    from console.ops.switch.failure_rows import headline
+    from console.ops.switch.failure_text import headline
     from console.ops.switch.orchestrate import switch_layout
     from console.sim.host.units import time_scale
 

@@ -18,7 +18,7 @@ from console.ops.switch.events import (
     SwitchEvent,
     SwitchResult,
 )
-from console.ops.switch.failure_rows import failure_rows
+from console.ops.switch.failure_text import failure_rows
 
 
 class JsonPrinter:

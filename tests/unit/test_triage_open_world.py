@@ -7,7 +7,7 @@ import pytest
 
 from console.domain.models import Finding, FindingClass
 from console.domain.triage.catalogue import CATALOGUE, hint_for
-from console.domain.triage.decisive import decisive
+from console.domain.triage.root_cause import decisive
 from console.domain.triage.triager import Triager, classify_line, triage_lines
 
 C = FindingClass

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from console.domain.models import Finding, FindingClass
-from console.domain.triage.decisive import decisive
+from console.domain.triage.root_cause import decisive
 from console.domain.triage.triager import Triager, classify_line, triage_lines
 
 C = FindingClass

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from console.domain.models import FindingClass
-from console.domain.triage.decisive import decisive
+from console.domain.triage.root_cause import decisive
 from console.domain.triage.triager import Triager, triage_lines
 from console.domain.triage.wraps import REPEATS, WrapWidth
 from tests.unit import test_corpus

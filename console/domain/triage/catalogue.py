@@ -2,7 +2,7 @@
 
 A finding's summary says what this log shows (with its figures); the catalogue says what the class
 means and what usually fixes it. `tier` orders causes against consequences when one failure leaves
-several findings (console/domain/triage/decisive.py): a lower tier is nearer the root cause.
+several findings (console/domain/triage/root_cause.py): a lower tier is nearer the root cause.
 """
 
 from __future__ import annotations

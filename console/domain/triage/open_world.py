@@ -12,8 +12,8 @@ from collections.abc import Iterable
 from console.domain.models import Finding, FindingClass
 from console.domain.triage.catalogue import hint_for
 from console.domain.triage.classify import MAX_LINE_CHARS, QUIET_LEVELS, quiet
-from console.domain.triage.decisive import CUT_OFF_SUMMARY, as_engine_error
 from console.domain.triage.normalise import Block, Pending
+from console.domain.triage.root_cause import CUT_OFF_SUMMARY, as_engine_error
 from console.domain.triage.signatures import clip
 
 #: A log that ends at most this many lines after an unexplained exception ended with it.

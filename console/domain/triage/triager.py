@@ -17,7 +17,6 @@ from collections.abc import Iterable
 from console.domain.models import Engine, Finding, FindingClass
 from console.domain.rank import LineHeader, parse_rank, split_header
 from console.domain.triage.classify import MAX_LINE_CHARS, QUIET_LEVELS, classify_line, finding_of, may_match
-from console.domain.triage.decisive import decisive
 from console.domain.triage.normalise import (
     FRAME_MARKER,
     TRACEBACK_MARKER,
@@ -34,6 +33,7 @@ from console.domain.triage.normalise import (
     opening_context,
 )
 from console.domain.triage.open_world import end_of_log, open_world
+from console.domain.triage.root_cause import decisive
 from console.domain.triage.signature_table import read_signature
 from console.domain.triage.signatures import clip
 from console.domain.triage.wraps import WRAP_WIDTH, WrapReader

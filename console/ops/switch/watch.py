@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from console.config import ServiceConfig
 from console.domain.models import Engine, Finding, FindingClass, Phase, UnitState
 from console.domain.triage.catalogue import OPEN, tier_of
-from console.domain.triage.decisive import as_engine_error, decisive
+from console.domain.triage.root_cause import as_engine_error, decisive
 from console.domain.triage.triager import Triager
 from console.hosts.base import Host
 from console.hosts.journal_hub import ReadEntry

@@ -19,7 +19,7 @@ def open_host(cfg: HostConfig, *, state_dir: Path | None = None, stop_units_on_c
     """
     if cfg.transport == "sim":
         from console.hosts.state_dir import state_dir as default_state_dir
-        from console.sim.host.build import build_sim_host
+        from console.sim.host import build_sim_host
 
         return build_sim_host(cfg, state_dir or default_state_dir(), stop_units_on_close=stop_units_on_close)
     if cfg.transport in ("ssh", "local"):

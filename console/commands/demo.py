@@ -36,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
     from console.hosts.state_dir import STATE_DIR_ENV
     from console.ops.guard import require_writable
     from console.sim.demo_cluster import load_demo_config
-    from console.sim.host.units import TIME_SCALE_ENV
+    from console.sim.host import TIME_SCALE_ENV
 
     # The story switches layouts and stops its units at the end: not something read-only mode does.
     require_writable(None, args.readonly, "play the demo story (it switches layouts and stops units)")
@@ -65,10 +65,8 @@ async def _story(host_cfg, state_root: Path, as_json: bool) -> int:
     from console.domain.text import shown
     from console.factory import open_host
     from console.ops.audit import AuditLog
-    from console.ops.switch.events import FAILED, READY
-    from console.ops.switch.failure_text import headline
-    from console.ops.switch.orchestrate import switch_layout
-    from console.sim.host.units import time_scale
+    from console.ops.switch import FAILED, READY, headline, switch_layout
+    from console.sim.host import time_scale
 
     host = open_host(host_cfg, state_dir=state_root, stop_units_on_close=True)
     audit = AuditLog(state_root / "audit.sqlite3")

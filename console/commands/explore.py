@@ -39,9 +39,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from console.errors import UsageError
-    from console.ops.explore.probe_load import build_prompts
-    from console.ops.explore.report import ExploreOptions
-    from console.ops.explore.results_table import parse_pick
+    from console.ops.explore import ExploreOptions, build_prompts, parse_pick
     from console.ops.guard import require_writable
 
     config, host_cfg, service = pick_target(args)
@@ -74,8 +72,7 @@ class _Human:
         self.switch = HumanPrinter(host, service)
 
     def __call__(self, event) -> None:
-        from console.ops.explore.probe import ProbeResult
-        from console.ops.explore.report import LayoutDone
+        from console.ops.explore import LayoutDone, ProbeResult
 
         if isinstance(event, ProbeResult):
             s = event.summary
@@ -99,7 +96,7 @@ def _num(value) -> str:
 
 
 def final_lines(result) -> list[str]:
-    from console.ops.explore.results_table import levels_of
+    from console.ops.explore import levels_of
 
     levels = sorted({c for r in result.layouts for c in levels_of(r.probes)})
     head = f"  {'':2}{'layout':<10}{'outcome':<10}{'c=1 tok/s/user':>16}" + "".join(f"{'agg c=' + str(c):>12}" for c in levels)
@@ -118,8 +115,7 @@ def final_lines(result) -> list[str]:
 async def _explore(host_cfg, service, opts, args: argparse.Namespace) -> int:
     from console.factory import open_host
     from console.ops.audit import open_audit
-    from console.ops.explore.results_store import ResultsStore
-    from console.ops.explore.sweep import Explore
+    from console.ops.explore import Explore, ResultsStore
 
     printer = (lambda e: print_json(e.to_json())) if args.json else _Human(host_cfg.name, service.name)
     host = open_host(host_cfg)

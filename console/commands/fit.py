@@ -52,8 +52,7 @@ def add_parser(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Predict the fit of each layout; print a table or JSON."""
-    from console.domain.fit.model_spec import load_model_spec
-    from console.domain.fit.predict import predict_fit
+    from console.domain.fit import load_model_spec, predict_fit
     from console.domain.layout import LayoutError, parse_layout
     from console.errors import UsageError
 

@@ -41,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
 
 async def _rows(config, at: float | None):
     if config.fleet is not None:
-        from console.ops.fleet.rows import PrometheusFleet
+        from console.ops.fleet import PrometheusFleet
 
         fleet = PrometheusFleet(config.fleet, config.hosts)
         try:
@@ -49,7 +49,7 @@ async def _rows(config, at: float | None):
         finally:
             await fleet.close()
     from console.factory import open_host
-    from console.ops.fleet.over_ssh import ssh_row
+    from console.ops.fleet import ssh_row
 
     hosts = [open_host(h) for h in config.hosts]
     try:

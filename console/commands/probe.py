@@ -32,7 +32,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from console.ops.explore.probe_load import build_prompts
+    from console.ops.explore import build_prompts
     from console.ops.guard import require_writable
 
     options = options_from_args(args)
@@ -77,8 +77,7 @@ class _Printer:
 async def _probe(host_cfg, service, options, args: argparse.Namespace) -> int:
     from console.factory import open_host
     from console.ops.audit import open_audit
-    from console.ops.explore.probe import probe_service
-    from console.ops.explore.results_store import ResultsStore
+    from console.ops.explore import ResultsStore, probe_service
 
     printer = _Printer(args)
     host = open_host(host_cfg)

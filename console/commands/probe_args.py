@@ -7,8 +7,7 @@ import math
 from pathlib import Path
 
 from console.errors import UsageError
-from console.ops.explore.probe_client import CHAT, COMPLETIONS
-from console.ops.explore.probe_load import ProbeOptions, parse_levels
+from console.ops.explore import CHAT, COMPLETIONS, ProbeOptions, parse_levels
 
 
 def add_probe_options(parser: argparse.ArgumentParser, *, default_concurrency: str = "1") -> None:

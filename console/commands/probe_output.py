@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from console.ops.explore.probe import ProbeResult
+from console.ops.explore import ProbeResult
 
 
 def _section(title: str) -> str:

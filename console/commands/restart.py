@@ -37,8 +37,7 @@ async def _restart(host_cfg, service, args: argparse.Namespace) -> int:
     from console.domain.text import shown
     from console.factory import open_host
     from console.ops.audit import open_audit
-    from console.ops.switch.events import READY
-    from console.ops.switch.service_control import NOTHING, restart_service
+    from console.ops.switch import NOTHING, READY, restart_service
 
     host = open_host(host_cfg)
     audit = open_audit()

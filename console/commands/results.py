@@ -61,9 +61,7 @@ def human(res) -> list[str]:
 
 def run(args: argparse.Namespace) -> int:
     from console.ops.audit import open_audit
-    from console.ops.explore.results_report import service_results
-    from console.ops.explore.results_store import ResultsStore
-    from console.ops.explore.results_table import parse_pick
+    from console.ops.explore import ResultsStore, parse_pick, service_results
 
     pick = parse_pick(args.pick)
     config = load(args)

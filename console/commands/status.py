@@ -7,7 +7,7 @@ import asyncio
 import sys
 
 from console.commands.host_args import add_host_option, load, pick_host, print_json
-from console.domain.triage.xid import xid_findings
+from console.domain.triage import xid_findings
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:

@@ -29,7 +29,7 @@ async def _stop(host_cfg, service, as_json: bool) -> int:
     from console.domain.text import shown
     from console.factory import open_host
     from console.ops.audit import open_audit
-    from console.ops.switch.service_control import NOTHING, STOPPED, stop_service
+    from console.ops.switch import NOTHING, STOPPED, stop_service
 
     host = open_host(host_cfg)
     audit = open_audit()

@@ -47,8 +47,7 @@ async def _switch(host_cfg, service, args: argparse.Namespace) -> int:
     from console.commands.switch_output import HumanPrinter, JsonPrinter
     from console.factory import open_host
     from console.ops.audit import open_audit
-    from console.ops.switch.events import READY, UNCHANGED
-    from console.ops.switch.orchestrate import resolve, switch_layout
+    from console.ops.switch import READY, UNCHANGED, resolve, switch_layout
 
     host = open_host(host_cfg)
     audit = open_audit()

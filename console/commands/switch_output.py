@@ -7,7 +7,7 @@ from typing import TextIO
 
 from console.commands.host_args import print_json
 from console.domain.text import shown
-from console.ops.switch.events import (
+from console.ops.switch import (
     FindingEvent,
     HealthEvent,
     PhaseEvent,
@@ -17,8 +17,8 @@ from console.ops.switch.events import (
     StepEvent,
     SwitchEvent,
     SwitchResult,
+    failure_rows,
 )
-from console.ops.switch.failure_text import failure_rows
 
 
 class JsonPrinter:

@@ -47,7 +47,7 @@ def add_parser(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     """Triage the log; print the decisive finding, then every finding; 1 if one is fatal."""
     from console.domain.phases import PhaseTracker
-    from console.domain.triage.triager import Triager
+    from console.domain.triage import Triager
     from console.errors import UsageError
 
     path = args.file

@@ -18,7 +18,7 @@ from console.config.model import (
     LayoutConfig,
     ServiceConfig,
 )
-from console.domain.fit.model_spec import ConfigTooLarge, read_model_config_bytes
+from console.domain.fit import ConfigTooLarge, read_model_config_bytes
 from console.domain.layout import Layout, LayoutError, check_layout, parse_layout
 from console.domain.layout_parse import MAX_PARALLEL_SIZE
 from console.domain.models import Engine

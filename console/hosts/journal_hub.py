@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from console.domain.models import Engine, Finding, FindingClass, JournalEntry, ReadinessEvent
 from console.domain.phases import PhaseTracker
-from console.domain.triage.triager import Triager
+from console.domain.triage import Triager
 
 #: Entries kept per unit for subscribers that join late (a switch's watcher joins right after a start).
 REPLAY_ENTRIES = 4096

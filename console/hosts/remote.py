@@ -23,14 +23,11 @@ from console.hosts.base import (
     SampledGpuSource,
     Transport,
 )
-from console.hosts.endpoints.health import HttpHealthProbe
-from console.hosts.gpus.dcgm import DcgmSource
-from console.hosts.gpus.nvidia_smi import NvidiaSmiSource
-from console.hosts.gpus.nvml import NvmlSource
+from console.hosts.endpoints import HttpHealthProbe
+from console.hosts.gpus import DcgmSource, NvidiaSmiSource, NvmlSource
 from console.hosts.local import LocalTransport
-from console.hosts.ssh.forward import SshPortForward
-from console.hosts.ssh.transport import SshTransport
-from console.hosts.systemd.manager import SystemdManager
+from console.hosts.ssh import SshPortForward, SshTransport
+from console.hosts.systemd import SystemdManager
 
 #: Where root's consoles keep their switch locks on a host: only root may write there (mode 0700), so
 #: no other local user can take a lock and block switches (/run/lock is world-writable). A console

@@ -11,8 +11,8 @@ import asyncio
 import time
 from typing import TYPE_CHECKING, Any
 
-from console.domain.metrics.engine_metrics import EngineFigures, MetricsHistory
-from console.hosts.endpoints.metrics import MetricsUnavailable, metrics_reader
+from console.domain.metrics import EngineFigures, MetricsHistory
+from console.hosts.endpoints import MetricsUnavailable, metrics_reader
 
 if TYPE_CHECKING:
     from console.config import ServiceConfig

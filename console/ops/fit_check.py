@@ -14,7 +14,7 @@ from console.config import HostConfig, LayoutConfig, ServiceConfig
 from console.domain.models import GpuSnapshot
 
 if TYPE_CHECKING:
-    from console.domain.fit.predict import FitResult
+    from console.domain.fit import FitResult
     from console.hosts.base import Host
 
 
@@ -30,7 +30,7 @@ class GpuCapacity:
 
 def gpu_capacity(cfg: HostConfig, snapshot: GpuSnapshot | None = None) -> GpuCapacity | None:
     """The host's GPU capacity, or None when neither a sample nor the config says."""
-    from console.domain.fit.predict import torch_capacity_bytes
+    from console.domain.fit import torch_capacity_bytes
 
     totals = [g.total_mib for g in (snapshot.gpus if snapshot else ()) if g.total_mib]
     if totals:
@@ -52,8 +52,7 @@ def fit_layout(
     """
     if service.model_config is None or capacity is None:
         return None
-    from console.domain.fit.model_spec import load_model_spec
-    from console.domain.fit.predict import predict_fit
+    from console.domain.fit import load_model_spec, predict_fit
 
     spec = load_model_spec(service.model_config)
     return predict_fit(

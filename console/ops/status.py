@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from console.config import DROP_IN, ENV_FILE, LayoutConfig, ServiceConfig
 from console.domain.models import GpuSnapshot, HealthSample, UnitState
-from console.domain.triage.xid import xid_findings
+from console.domain.triage import xid_findings
 
 if TYPE_CHECKING:
     from console.hosts.base import Host

@@ -12,8 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from console.config import ServiceConfig
-from console.domain.fit.gpu_health import expected_used_mib
-from console.domain.fit.predict import FitResult
+from console.domain.fit import FitResult, expected_used_mib
 from console.domain.layout import gpus_used
 from console.domain.models import GpuSnapshot, HealthSample, Phase, UnitState
 from console.hosts.base import Host

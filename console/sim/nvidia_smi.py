@@ -38,7 +38,7 @@ class Field:
 
 def _reserved_mib(g: GpuSample) -> int:
     # The driver keeps a slice of each card for itself: 97887 MiB cards give PyTorch 94.97 GiB.
-    from console.domain.fit.engine_memory import torch_capacity_bytes
+    from console.domain.fit import torch_capacity_bytes
 
     total = g.total_mib or 0
     return max(0, total - torch_capacity_bytes(total) // MIB)

@@ -15,9 +15,7 @@ import signal
 from dataclasses import dataclass
 from typing import Protocol
 
-from console.domain.fit.engine_memory import torch_capacity_bytes
-from console.domain.fit.model_spec import ModelSpec
-from console.domain.fit.weights import rank_weight_bytes
+from console.domain.fit import ModelSpec, rank_weight_bytes, torch_capacity_bytes
 from console.domain.layout import Layout
 from console.domain.models import Engine
 from console.domain.units import MIB

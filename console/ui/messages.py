@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from textual.message import Message
 
-from console.ops.switch.events import ProgressEvent, SwitchEvent, SwitchResult
+from console.ops.switch import ProgressEvent, SwitchEvent, SwitchResult
 
 
 class SwitchNews(Message, bubble=False):

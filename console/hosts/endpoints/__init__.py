@@ -1,1 +1,19 @@
-"""console.hosts.endpoints"""
+"""The HTTP endpoints the console reads: engine health and `/metrics`, and the Prometheus API.
+
+This is the package's public face: other rooms import these names from here, never from its modules.
+"""
+
+from console.hosts.endpoints.health import HttpHealthProbe, LocalForward
+from console.hosts.endpoints.metrics import EngineMetricsReader, MetricsUnavailable, metrics_reader
+from console.hosts.endpoints.prometheus import PrometheusClient, VectorSample, read_limited
+
+__all__ = [
+    "EngineMetricsReader",
+    "HttpHealthProbe",
+    "LocalForward",
+    "metrics_reader",
+    "MetricsUnavailable",
+    "PrometheusClient",
+    "read_limited",
+    "VectorSample",
+]

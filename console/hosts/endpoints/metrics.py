@@ -12,8 +12,7 @@ import time
 
 import aiohttp
 
-from console.domain.metrics.engine_metrics import EngineScrape
-from console.domain.metrics.exposition import MetricsTextError, parse_metrics
+from console.domain.metrics import EngineScrape, MetricsTextError, parse_metrics
 from console.domain.models import Engine
 from console.domain.text import printable
 from console.errors import HostError

@@ -18,8 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from console.domain.models import GpuSample, GpuSnapshot
 from console.errors import HostError
 from console.hosts.base import SampledGpuSource
-from console.hosts.endpoints.health import LocalForward
-from console.hosts.endpoints.prometheus import read_limited
+from console.hosts.endpoints import LocalForward, read_limited
 
 DEFAULT_URL = "http://127.0.0.1:9400/metrics"
 #: dcgm field -> GpuSample attribute; FB_FREE only serves to compute the total.

@@ -16,9 +16,9 @@ from urllib.parse import urlsplit, urlunsplit
 import aiohttp
 
 from console.config import ServiceConfig
-from console.domain.metrics.engine_metrics import EngineFigures, EngineScrape, MetricsHistory
+from console.domain.metrics import EngineFigures, EngineScrape, MetricsHistory
 from console.errors import ConsoleError
-from console.hosts.endpoints.metrics import MetricsUnavailable, metrics_reader
+from console.hosts.endpoints import MetricsUnavailable, metrics_reader
 from console.ops.explore.probe_client import ProbeClient
 from console.ops.explore.probe_load import ProbeOptions, ProgressSink, build_prompts, run_level, warm_up
 from console.ops.explore.probe_metrics import ProbeResult

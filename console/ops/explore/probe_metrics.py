@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from console.domain.metrics.engine_metrics import EngineFigures
+from console.domain.metrics import EngineFigures
 
 #: Where a request's output-token count came from.
 FROM_USAGE = "usage"

@@ -37,9 +37,7 @@ from console.ops.explore.results_store import DONE, INTERRUPTED, RUNNING, Layout
 from console.ops.explore.results_table import best_layout, levels_of
 from console.ops.fit_check import fit_layout, host_capacity
 from console.ops.status import running_layout, unit_states
-from console.ops.switch.events import READY, UNCHANGED, StepEvent
-from console.ops.switch.locks import explore_lock_name
-from console.ops.switch.orchestrate import resolve, switch_layout
+from console.ops.switch import READY, UNCHANGED, StepEvent, explore_lock_name, resolve, switch_layout
 
 if TYPE_CHECKING:
     from console.ops.audit import AuditLog

@@ -13,7 +13,7 @@ from console.ops.fleet.rows import FleetRow
 from console.ops.status import unit_states
 
 if TYPE_CHECKING:
-    from console.domain.metrics.engine_metrics import EngineFigures
+    from console.domain.metrics import EngineFigures
     from console.hosts.base import Host
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from console.config import FleetConfig, HostConfig
-from console.hosts.endpoints.prometheus import PrometheusClient, VectorSample
+from console.hosts.endpoints import PrometheusClient, VectorSample
 from console.ops.fleet.query import FIELD_LABEL, HostFigures, fleet_queries
 from console.ops.views import HostSummary
 

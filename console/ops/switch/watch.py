@@ -19,9 +19,7 @@ from dataclasses import dataclass
 
 from console.config import ServiceConfig
 from console.domain.models import Engine, Finding, FindingClass, Phase, UnitState
-from console.domain.triage.catalogue import OPEN, tier_of
-from console.domain.triage.root_cause import as_engine_error, decisive
-from console.domain.triage.triager import Triager
+from console.domain.triage import OPEN, Triager, as_engine_error, decisive, tier_of
 from console.hosts.base import Host
 from console.hosts.journal_hub import ReadEntry
 from console.ops.switch.events import (

@@ -62,7 +62,7 @@ def build_sim_host(cfg: HostConfig, state_root: Path, *, stop_units_on_close: bo
     Units outlive the console, as systemd units do, unless `stop_units_on_close` (the demo's own cluster):
     then `Host.close()` stops every unit the host runs, so a closed console leaves no engine behind.
     """
-    from console.hosts.endpoints.health import HttpHealthProbe
+    from console.hosts.endpoints import HttpHealthProbe
     from console.sim.ledger import ensure_inventory
 
     time_scale(cfg)  # a bad SERVE_CONSOLE_SIM_TIME_SCALE is one line now, not a vague failure at start

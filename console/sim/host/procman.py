@@ -31,8 +31,11 @@ from console.hosts.procfs import group_alive, pid_alive
 from console.hosts.state_dir import sim_host_dir
 from console.sim.host import units as sim_units
 from console.sim.host.host_files import SimHostFiles
-from console.sim.systemd.journal import PRIORITY_WARNING, append_entry, follow_journal, parse_cursor
-from console.sim.systemd.unit_state import (
+from console.sim.systemd import (
+    PRIORITY_WARNING,
+    append_entry,
+    follow_journal,
+    parse_cursor,
     read_state,
     supervisor_alive,
     unit_state_from,

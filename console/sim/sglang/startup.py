@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import math
 
-from console.domain.fit.engine_memory import kv_bytes_per_token, sglang_default_mem_fraction
-from console.domain.fit.model_spec import ModelSpec
-from console.domain.fit.sharding import placement
-from console.domain.fit.weights import rank_load_plan
+from console.domain.fit import (
+    ModelSpec,
+    kv_bytes_per_token,
+    placement,
+    rank_load_plan,
+    sglang_default_mem_fraction,
+)
 from console.domain.models import Engine
 from console.domain.units import GIB
 from console.sim.clock import SimClock

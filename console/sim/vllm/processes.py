@@ -10,7 +10,7 @@ GPUs (model build, checkpoint, KV cache, CUDA graphs).
 
 from __future__ import annotations
 
-from console.domain.fit.model_spec import ModelSpec
+from console.domain.fit import ModelSpec
 from console.domain.units import GIB
 from console.sim.clock import SimClock
 from console.sim.engine_args import EngineArgs

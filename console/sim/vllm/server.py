@@ -20,7 +20,7 @@ import socket
 import sys
 from collections.abc import Sequence
 
-from console.domain.fit.model_spec import ModelSpec, load_model_spec
+from console.domain.fit import ModelSpec, load_model_spec
 from console.domain.layout import check_layout
 from console.domain.models import Engine
 from console.errors import UsageError

@@ -13,9 +13,7 @@ device, memory already in use) live in `vllm_processes`; this module tells what 
 
 from __future__ import annotations
 
-from console.domain.fit.engine_memory import kv_bytes_per_token, vllm_activation_bytes
-from console.domain.fit.sharding import placement
-from console.domain.fit.weights import rank_load_plan
+from console.domain.fit import kv_bytes_per_token, placement, rank_load_plan, vllm_activation_bytes
 from console.domain.models import Engine
 from console.domain.units import GIB
 from console.sim.loading import OomEvent, RankLoader, fragmentation_bytes, layout_rng, rank_rates

@@ -19,11 +19,18 @@ from textual.widgets.selection_list import Selection
 from console.config import ServiceConfig
 from console.errors import ConsoleError
 from console.hosts.base import Host
-from console.ops.explore.probe import ProbeResult
-from console.ops.explore.probe_load import ProbeOptions
-from console.ops.explore.report import ExploreOptions, LayoutDone
-from console.ops.explore.results_table import LevelFigures, Pick, best_layout, levels_of, pareto_frontier
-from console.ops.switch.events import PhaseEvent, ProgressEvent, ResultEvent, StepEvent
+from console.ops.explore import (
+    ExploreOptions,
+    LayoutDone,
+    LevelFigures,
+    Pick,
+    ProbeOptions,
+    ProbeResult,
+    best_layout,
+    levels_of,
+    pareto_frontier,
+)
+from console.ops.switch import PhaseEvent, ProgressEvent, ResultEvent, StepEvent
 from console.ui.keys import bindings
 from console.ui.reach import ReachesConsole
 
@@ -111,7 +118,7 @@ class ExploreScreen(ReachesConsole, ModalScreen[None]):
         return True
 
     def _options(self) -> ExploreOptions | None:
-        from console.ops.explore.probe_load import parse_levels
+        from console.ops.explore import parse_levels
 
         layouts = tuple(lc.name for lc in self.service.layouts if lc.name in self.query_one(SelectionList).selected)
         try:
@@ -192,8 +199,7 @@ class ExploreScreen(ReachesConsole, ModalScreen[None]):
 
     @work(exclusive=True, group="explore", exit_on_error=False)
     async def run_explore(self, options: ExploreOptions) -> None:
-        from console.ops.explore.results_store import ResultsStore
-        from console.ops.explore.sweep import Explore
+        from console.ops.explore import Explore, ResultsStore
 
         store = ResultsStore.beside(self.console.audit)
         try:

@@ -7,7 +7,7 @@ from textual.app import ComposeResult
 from textual.screen import Screen
 from textual.widgets import Footer, Header
 
-from console.ops.fleet.rows import PrometheusFleet, fleet_summary
+from console.ops.fleet import PrometheusFleet, fleet_summary
 from console.ops.views import HostSummary, host_summary
 from console.ui.keys import bindings
 from console.ui.reach import ReachesConsole

@@ -15,8 +15,8 @@ from textual.widgets import Footer, Header, Input
 
 from console.config import ServiceConfig
 from console.hosts.base import Host
-from console.hosts.endpoints.metrics import metrics_reader
-from console.ops.switch.events import PhaseEvent
+from console.hosts.endpoints import metrics_reader
+from console.ops.switch import PhaseEvent
 from console.ops.views import ServiceView, service_view
 from console.ui.keys import bindings, changing_actions, scope_actions
 from console.ui.messages import SwitchNews

@@ -13,7 +13,7 @@ from textual import work
 
 from console.config import ServiceConfig
 from console.hosts.base import Host
-from console.ops.switch.events import FAILED, SwitchResult
+from console.ops.switch import FAILED, SwitchResult
 from console.ops.views import ServiceView
 from console.ui.messages import SwitchNews
 from console.ui.widgets.gpu_pane import GpuPane
@@ -77,7 +77,7 @@ class HostChanges:
     @work(exclusive=True, group="switch", exit_on_error=False)
     async def run_switch(self, layout_name: str, force: bool) -> None:
         """Run the ops layer's switch; its typed events stream into the panel as messages."""
-        from console.ops.switch.orchestrate import switch_layout
+        from console.ops.switch import switch_layout
 
         self.query_one(SwitchPanel).fits_instead = await self.layouts_that_fit(exclude=layout_name)
         try:
@@ -151,7 +151,7 @@ class HostChanges:
 
     @work(exclusive=True, group="switch", exit_on_error=False)
     async def run_restart(self, name: str) -> None:
-        from console.ops.switch.service_control import restart_service
+        from console.ops.switch import restart_service
 
         try:
             result = await restart_service(self.host, self.service, audit=self.console.audit,
@@ -165,7 +165,7 @@ class HostChanges:
 
     @work(group="unit-action", exit_on_error=False)
     async def run_stop(self) -> None:
-        from console.ops.switch.service_control import NOTHING, STOPPED, stop_service
+        from console.ops.switch import NOTHING, STOPPED, stop_service
 
         try:
             result = await stop_service(self.host, self.service, audit=self.console.audit)

@@ -105,8 +105,7 @@ class LayoutPicker(ReachesConsole, NotifiesWorkerErrors, ModalScreen[tuple[str, 
     def measured(self) -> dict[str, str]:
         """Each layout's last measured tok/s (per user at c=1, aggregate at the top level), from the
         results history beside the audit log."""
-        from console.ops.explore.results_store import ResultsStore
-        from console.ops.explore.results_table import levels_of
+        from console.ops.explore import ResultsStore, levels_of
 
         audit = self.console.audit
         if audit is None:

@@ -11,7 +11,7 @@ from textual.widgets import Button, DataTable, ProgressBar, Static
 
 from console.config import ServiceConfig
 from console.hosts.base import Host
-from console.ops.explore.probe_load import ProbeOptions
+from console.ops.explore import ProbeOptions
 from console.ui.keys import bindings
 from console.ui.reach import ReachesConsole
 
@@ -114,8 +114,7 @@ class ProbeScreen(ReachesConsole, ModalScreen[None]):
 
     @work(exclusive=True, group="probe", exit_on_error=False)
     async def run_probe(self) -> None:
-        from console.ops.explore.probe import probe_service
-        from console.ops.explore.results_store import ResultsStore
+        from console.ops.explore import ResultsStore, probe_service
 
         audit = self.console.audit
         store = ResultsStore.beside(audit) if audit is not None else None

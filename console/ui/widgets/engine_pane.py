@@ -15,8 +15,8 @@ from rich.text import Text
 from textual import work
 from textual.widget import Widget
 
-from console.domain.metrics.engine_metrics import EngineFigures, EngineScrape, MetricsHistory
-from console.hosts.endpoints.metrics import EngineMetricsReader
+from console.domain.metrics import EngineFigures, EngineScrape, MetricsHistory
+from console.hosts.endpoints import EngineMetricsReader
 from console.ops.engine_status import extra_figures, latency_text
 from console.ui.widgets.gpu_pane import bar, sparkline
 from console.ui.widgets.polling import poll_forever

@@ -10,8 +10,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from console.domain.text import shown
-from console.ops.switch.events import SwitchResult
-from console.ops.switch.failure_text import failure_kind, failure_rows, headline
+from console.ops.switch import SwitchResult, failure_kind, failure_rows, headline
 
 _TONES = {"bad": "card--bad", "ok": "card--ok", "": "card--value"}
 #: Rows a CUDA OOM's headline already says (`CUDA OOM · GPU 2 · tried 672 MiB · 225 MiB free of 94.97 GiB`).

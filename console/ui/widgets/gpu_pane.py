@@ -11,12 +11,12 @@ from textual import work
 from textual.markup import escape
 from textual.widget import Widget
 
-from console.domain.fit.gpu_health import BAD, IDLE, OK, WARN, GpuVerdict, judge_gpus
+from console.domain.fit import BAD, IDLE, OK, WARN, GpuVerdict, judge_gpus
 from console.domain.models import GpuProcess, GpuSnapshot
 from console.domain.text import shown
-from console.domain.triage.xid import xid_findings
+from console.domain.triage import xid_findings
 from console.hosts.base import Host
-from console.hosts.gpus.nvidia_smi import GpuHistory
+from console.hosts.gpus import GpuHistory
 from console.ui.widgets.polling import poll_forever
 from console.ui.worker_errors import NotifiesWorkerErrors
 

@@ -10,7 +10,7 @@ from textual.containers import Horizontal, Vertical
 from textual.widget import Widget
 from textual.widgets import Label, ProgressBar, Static
 
-from console.ops.switch.events import (
+from console.ops.switch import (
     FindingEvent,
     PhaseEvent,
     ProgressEvent,

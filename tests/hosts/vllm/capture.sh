@@ -86,7 +86,7 @@ run() { # LAYOUT NAME: one start's journal, from before the start to now
 
 # ---- A: tp1, a healthy start, the first requests, a clean stop
 UNIT=vllm-tiny@tp1
-CURSOR=$(step cursor)
+CURSOR=$(step cursor $UNIT)
 note "tp1 start: $(step start $UNIT)"
 note "tp1 memory at idle: $(step memory $UNIT | tail -n 1)"
 step memory $UNIT >"$WORK/tp1-memory.txt"
@@ -100,7 +100,7 @@ for f in models.json completion.json stream-completion.txt stream-chat.txt metri
 cp "$WORK/tp1-memory.txt" "$OUT/tp1-memory.txt"
 
 # ---- B: tp1 again, under `vllm bench serve` (the real client), from this machine if it can reach it
-CURSOR=$(step cursor)
+CURSOR=$(step cursor $UNIT)
 note "tp1 (bench) start: $(step start $UNIT)"
 direct=$(curl -s -o /dev/null -m 2 -w '%{http_code}' http://10.231.1.2:8000/health || true)
 note "from this machine, http://10.231.1.2:8000/health: ${direct:-none} (the unit listens on 127.0.0.1 only)"
@@ -143,7 +143,7 @@ take bench-serve-c4.server.log
 
 # ---- C: tp2
 UNIT=vllm-tiny@tp2
-CURSOR=$(step cursor)
+CURSOR=$(step cursor $UNIT)
 note "tp2 start: $(step start $UNIT)"
 note "tp2 memory at idle: $(step memory $UNIT | tail -n 1)"
 step memory $UNIT >"$OUT/tp2-memory.txt"
@@ -158,7 +158,7 @@ take tp2-completion.json
 
 # ---- C': tp2 as an operator would write it, on a host without a C++ compiler: killed by its first request
 UNIT=vllm-tiny@tp2-inductor
-CURSOR=$(step cursor)
+CURSOR=$(step cursor $UNIT)
 note "tp2-inductor start: $(step start $UNIT)"
 on "curl -s -H 'Content-Type: application/json' http://127.0.0.1:8000/v1/completions \
     -d '{\"model\": \"tiny-moe\", \"prompt\": \"hello world\", \"max_tokens\": 16, \"temperature\": 0}' \
@@ -171,7 +171,7 @@ take tp2-no-cxx-http500.json
 
 # ---- D: pp2, healthy, then killed by its first request
 UNIT=vllm-tiny@pp2
-CURSOR=$(step cursor)
+CURSOR=$(step cursor $UNIT)
 note "pp2 start: $(step start $UNIT)"
 note "pp2 first request: $(step pp2-request)"
 note "pp2 after the request: $(step wait-exit $UNIT 60)"
@@ -184,7 +184,7 @@ take pp2-http500.json
 # ---- E, F: the two start failures
 for case in max-model-len kv-too-small; do
     UNIT=vllm-tiny@$case
-    CURSOR=$(step cursor)
+    CURSOR=$(step cursor $UNIT)
     note "$case start: $(step start $UNIT)"
     note "$case: $(step wait-exit $UNIT 120)"
     shown "$case" $UNIT
@@ -194,7 +194,7 @@ done
 
 # ---- G: tp1, kill -9 of the EngineCore
 UNIT=vllm-tiny@tp1
-CURSOR=$(step cursor)
+CURSOR=$(step cursor $UNIT)
 note "tp1 (kill -9) start: $(step start $UNIT)"
 note "kill -9: $(step kill9 $UNIT)"
 shown "tp1 after kill -9 of its EngineCore" $UNIT

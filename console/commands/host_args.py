@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from typing import Any
 
@@ -79,7 +80,23 @@ def pick_target(args: argparse.Namespace, *, layout: str | None = None) -> tuple
     return config, host, pick_service(host, args.service)
 
 
+def finite(value: Any) -> Any:
+    """The value with every NaN and infinite float (a host's number) made None: JSON has neither."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: finite(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [finite(item) for item in value]
+    return value
+
+
+def json_line(obj: dict[str, Any]) -> str:
+    """One line of valid JSON (no `NaN` or `Infinity`: they are null)."""
+    return json.dumps(finite(obj), separators=(", ", ": "), allow_nan=False)
+
+
 def print_json(obj: dict[str, Any]) -> None:
     """One JSON line, flushed at once so scripts see events as they happen."""
-    sys.stdout.write(json.dumps(obj, separators=(", ", ": ")) + "\n")
+    sys.stdout.write(json_line(obj) + "\n")
     sys.stdout.flush()

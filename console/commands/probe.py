@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import sys
 
-from console.commands.host_args import add_host_option, pick_target, print_json
+from console.commands.host_args import add_host_option, json_line, pick_target, print_json
 from console.commands.probe_args import add_probe_options, options_from_args
 
 
@@ -66,7 +65,7 @@ class _Printer:
             sys.stdout.write("\n".join(summary_lines(result)) + "\n")
             sys.stdout.flush()
         if self.file is not None:
-            self.file.write(json.dumps(line) + "\n")
+            self.file.write(json_line(line) + "\n")
             self.file.flush()
 
     def close(self) -> None:

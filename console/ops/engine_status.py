@@ -79,7 +79,8 @@ def figures_line(figures: EngineFigures | None, reason: str | None) -> str:
         f"TTFT p50 {latency_text(figures.ttft_p50_s)} p99 {latency_text(figures.ttft_p99_s)}",
         f"ITL p50 {latency_text(figures.itl_p50_s)} p99 {latency_text(figures.itl_p99_s)}",
     ]
-    return "engine: " + ", ".join(parts + extra_figures(figures))
+    line = "engine: " + ", ".join(parts + extra_figures(figures))
+    return line + "".join(f" ({note})" for note in figures.notes)
 
 
 def extra_figures(figures: EngineFigures) -> list[str]:

@@ -68,6 +68,8 @@ class EngineScrape:
     """SGLang's draft acceptance rate gauge."""
     ttft: Histogram | None = None
     itl: Histogram | None = None
+    notes: tuple[str, ...] = ()
+    """What the reading skipped (a series that could not be read), one line each, printable."""
 
 
 def histogram_quantile(q: float, buckets: Sequence[tuple[float, float]]) -> float | None:
@@ -109,10 +111,14 @@ def histogram_quantile(q: float, buckets: Sequence[tuple[float, float]]) -> floa
 
 
 def counter_increase(values: Iterable[float | None]) -> float | None:
-    """How much a counter grew over successive readings, resets included (None if never read twice)."""
+    """How much a counter grew over successive readings, resets included (None if never read twice).
+
+    A counter never goes down: a lower reading is a reset, and a negative or non-finite one is not a
+    counter's reading at all, so the increase is never negative.
+    """
     total, previous, pairs = 0.0, None, 0
     for value in values:
-        if value is None:
+        if value is None or not 0 <= value < math.inf:
             continue
         if previous is not None:
             total += value - previous if value >= previous else value
@@ -174,6 +180,8 @@ class EngineFigures:
     spec_accept_rate: float | None = None
     window_s: float = 0.0
     """The seconds the latency quantiles cover (up to a minute; less right after the first scrapes)."""
+    notes: tuple[str, ...] = ()
+    """What the newest reading skipped (EngineScrape.notes)."""
 
     def to_json(self) -> dict[str, Any]:
         """The `metrics` object of `status --json`."""
@@ -197,6 +205,7 @@ class EngineFigures:
             "spec_accept_length": r(self.spec_accept_length, 3),
             "spec_accept_rate": r(self.spec_accept_rate, 4),
             "window_s": r(self.window_s, 1),
+            "notes": list(self.notes),
         }
 
 
@@ -265,6 +274,7 @@ class MetricsHistory:
             spec_accept_length=1 + drafts if drafts is not None else last.spec_accept_length,
             spec_accept_rate=accept_rate if accept_rate is not None else last.spec_accept_rate,
             window_s=window[-1].taken_at - window[0].taken_at if len(window) > 1 else 0.0,
+            notes=last.notes,
         )
 
     def series(self, name: str, points: int = 60) -> list[float]:

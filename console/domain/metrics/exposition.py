@@ -12,11 +12,14 @@ one series per replica is kept and the replicas are summed (the KV cache usage i
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
+from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
 from console.domain.metrics.engine_metrics import EngineScrape, Histogram
+from console.domain.text import printable
 
 #: Labels that tell ranks of one replica apart: they do not make a series count twice.
 _RANK_LABELS = frozenset({"tp_rank", "pp_rank", "moe_ep_rank", "ep_rank", "attn_tp_rank", "le"})
@@ -60,22 +63,70 @@ class MetricsTextError(ValueError):
     """The text is not the Prometheus exposition format (one line saying where)."""
 
 
+#: What prometheus_client's parser raises on a line it cannot read.
+_PARSER_ERRORS = (ValueError, TypeError, IndexError)
+
+
 Labels = tuple[tuple[str, str], ...]
+Samples = dict[str, dict[Labels, float]]
+#: How much of a series' text a note quotes.
+_NOTE_CHARS = 80
 
 
-def _samples(text: str) -> dict[str, dict[Labels, float]]:
-    """sample name -> {replica labels: value}, the first series of each replica kept."""
-    out: dict[str, dict[Labels, float]] = defaultdict(dict)
+def _families(text: str) -> tuple[list[Any], list[str]]:
+    """The parsed families, and notes on what was skipped.
+
+    The parser stops at the first line it cannot read; then each line is read on its own (sample names
+    are all this module looks at, so the `# TYPE` lines are not needed), and the unreadable ones are
+    skipped with a note. Text in which no line reads is not Prometheus text.
+    """
     try:
-        for family in text_string_to_metric_families(text):
-            for sample in family.samples:
-                key = tuple(sorted((k, v) for k, v in sample.labels.items() if k not in _RANK_LABELS))
-                if "le" in sample.labels:
-                    key += (("le", sample.labels["le"]),)
-                out[sample.name].setdefault(key, float(sample.value))
-    except (ValueError, TypeError, IndexError) as exc:  # the parser raises these on malformed lines
-        raise MetricsTextError(f"not Prometheus text: {str(exc).strip()[:120]}") from None
-    return out
+        return list(text_string_to_metric_families(text)), []
+    except _PARSER_ERRORS as exc:
+        first_error = str(exc).strip()[:120]
+    families, bad = [], []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip() or line.startswith("#"):
+            continue
+        try:
+            families += text_string_to_metric_families(line + "\n")
+        except _PARSER_ERRORS:
+            bad.append(number)
+    if not families:
+        raise MetricsTextError(f"not Prometheus text: {printable(first_error)}")
+    return families, [f"skipped {len(bad)} unreadable line(s) of /metrics (the first is line {bad[0]})"]
+
+
+def _bound(text: str) -> float | None:
+    """A bucket's `le` as a number (`+Inf` included), or None when it is not one."""
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def _samples(text: str) -> tuple[Samples, list[str]]:
+    """sample name -> {replica labels: value}, the first series of each replica kept; and the notes.
+
+    A NaN or infinite value is legal exposition text for "no value": that series is not exported. A
+    bucket whose `le` is not a number is one bad series: it is skipped with a note, the rest is read.
+    """
+    families, notes = _families(text)
+    out: Samples = defaultdict(dict)
+    for family in families:
+        for sample in family.samples:
+            value = float(sample.value)
+            if not math.isfinite(value):
+                continue
+            key = tuple(sorted((k, v) for k, v in sample.labels.items() if k not in _RANK_LABELS))
+            if "le" in sample.labels:
+                if _bound(sample.labels["le"]) is None:
+                    series = f"{sample.name}{{le={sample.labels['le']!r}}}"
+                    notes.append(f"skipped {printable(series[:_NOTE_CHARS])}: le is not a number")
+                    continue
+                key += (("le", sample.labels["le"]),)
+            out[sample.name].setdefault(key, value)
+    return out, notes
 
 
 def detect_engine(text: str) -> str | None:
@@ -87,7 +138,7 @@ def detect_engine(text: str) -> str | None:
     return None
 
 
-def _value(samples: dict[str, dict[Labels, float]], names: tuple[str, ...], mean: bool) -> float | None:
+def _value(samples: Samples, names: tuple[str, ...], mean: bool) -> float | None:
     for name in names:
         series = samples.get(name)
         if series:
@@ -96,7 +147,7 @@ def _value(samples: dict[str, dict[Labels, float]], names: tuple[str, ...], mean
     return None
 
 
-def _histogram(samples: dict[str, dict[Labels, float]], names: tuple[str, ...]) -> Histogram | None:
+def _histogram(samples: Samples, names: tuple[str, ...]) -> Histogram | None:
     for name in names:
         buckets = samples.get(f"{name}_bucket")
         if not buckets:
@@ -124,7 +175,8 @@ def parse_metrics(text: str, taken_at: float, engine: str | None = None) -> Engi
         engine: "sglang" or "vllm"; None to go by the names the text uses.
 
     Returns:
-        The scrape; figures whose series are missing are None.
+        The scrape; figures whose series are missing (or NaN) are None, and what was skipped is in its
+        notes.
 
     Raises:
         MetricsTextError: the text cannot be parsed, or holds neither engine's names.
@@ -132,7 +184,7 @@ def parse_metrics(text: str, taken_at: float, engine: str | None = None) -> Engi
     engine = engine if engine in _NAMES else detect_engine(text)
     if engine is None:
         raise MetricsTextError("no sglang: or vllm: series in /metrics")
-    samples = _samples(text)
+    samples, notes = _samples(text)
     names = _NAMES[engine]
     values = {
         figure: _value(samples, series, figure in _MEAN)
@@ -144,5 +196,6 @@ def parse_metrics(text: str, taken_at: float, engine: str | None = None) -> Engi
         engine=engine,
         ttft=_histogram(samples, names["ttft"]),
         itl=_histogram(samples, names["itl"]),
+        notes=tuple(notes),
         **values,
     )

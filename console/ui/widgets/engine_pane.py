@@ -9,6 +9,7 @@ polls in its own worker while its screen is shown, one scrape at a time.
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import Callable
 
 from rich.text import Text
@@ -16,6 +17,7 @@ from textual import work
 from textual.widget import Widget
 
 from console.domain.metrics import EngineFigures, EngineScrape, MetricsHistory
+from console.domain.text import shown
 from console.hosts.endpoints import EngineMetricsReader
 from console.ops.engine_status import extra_figures, latency_text
 from console.ui.widgets.gpu_pane import bar, sparkline
@@ -26,9 +28,10 @@ KV_WARN, KV_CRIT = 0.80, 0.95
 
 
 def scaled(values: list[float]) -> list[float]:
-    """Rates as fractions of their own peak (a flat zero line when nothing ran)."""
-    top = max(values, default=0.0)
-    return [v / top for v in values] if top > 0 else [0.0 for _ in values]
+    """Rates as fractions of their own peak (a flat zero line when nothing ran); a NaN or infinite
+    rate is left out of the peak and drawn as a gap."""
+    top = max((v for v in values if math.isfinite(v)), default=0.0)
+    return [v / top if math.isfinite(v) else math.nan for v in values] if top > 0 else [0.0 for _ in values]
 
 
 def count_text(value: float | None) -> str:
@@ -94,7 +97,7 @@ class EnginePane(NotifiesWorkerErrors, Widget, can_focus=False):
         self.refresh_stale()
 
     def _failed(self, reason: str) -> None:
-        self.error = reason
+        self.error = shown(reason)  # host text: made inert
         self.refresh_stale()
 
     def refresh_stale(self) -> None:
@@ -105,7 +108,9 @@ class EnginePane(NotifiesWorkerErrors, Widget, can_focus=False):
         if stale:
             title += f" · STALE, data {age:.0f}s old"
         self.border_title = title
-        self.border_subtitle = (self.error or "") if self.figures is not None else ""
+        # Host text as a Text, never markup: `[/]` in an error must not end the poll that reported it.
+        note = self.error or "; ".join(shown(n) for n in self.figures.notes) if self.figures is not None else ""
+        self.border_subtitle = Text(note)
         self.refresh()
 
     def get_content_height(self, container, viewport, width: int) -> int:

@@ -4,6 +4,7 @@ and a sparkline."""
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import Callable
 
 from rich.text import Text
@@ -29,11 +30,16 @@ PROCESS_CELL_COLUMNS = 26
 LEVEL_STYLE = {OK: "gpu--ok", WARN: "gpu--warn", BAD: "gpu--crit", IDLE: "gpu--ok"}
 
 
+def _spark_char(fraction: float) -> str:
+    """One block for a fraction 0..1; a NaN or infinite value (a host's answer) is a gap."""
+    if not math.isfinite(fraction):
+        return " "
+    return SPARK[min(len(SPARK) - 1, max(0, int(fraction * (len(SPARK) - 1) + 0.5)))]
+
+
 def sparkline(values: list[float], width: int) -> str:
     """Fractions 0..1 as block characters, newest at the right, padded to `width`."""
-    tail = values[-width:]
-    chars = "".join(SPARK[min(len(SPARK) - 1, max(0, int(v * (len(SPARK) - 1) + 0.5)))] for v in tail)
-    return chars.rjust(width)
+    return "".join(_spark_char(v) for v in values[-width:]).rjust(width)
 
 
 def spark_fractions(points: list[tuple[float, int]], total_mib: int, width: int, now: float) -> list[float]:
@@ -70,8 +76,8 @@ def processes_cell(procs: list[GpuProcess], width: int) -> str:
 
 
 def bar(fraction: float, width: int) -> tuple[str, str]:
-    """A filled and an empty part of a bar."""
-    filled = min(width, max(0, round(fraction * width)))
+    """A filled and an empty part of a bar; a NaN or infinite fraction fills nothing."""
+    filled = min(width, max(0, round(fraction * width))) if math.isfinite(fraction) else 0
     return "█" * filled, "░" * (width - filled)
 
 

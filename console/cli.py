@@ -12,6 +12,7 @@ import sys
 from collections.abc import Sequence
 
 from console import __version__
+from console.domain.text import printable
 from console.errors import ConsoleError
 
 #: Subcommand name -> module defining `add_parser(subparsers)`, which sets `func=run` where
@@ -81,8 +82,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(with_default_command(args_list))
     try:
         return int(args.func(args) or 0)
-    except ConsoleError as exc:
-        print(f"serve-console: {exc}", file=sys.stderr)
+    except ConsoleError as exc:  # its text may quote a host (an error it answered): made printable
+        print(f"serve-console: {printable(str(exc))}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         return 130

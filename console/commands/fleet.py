@@ -10,6 +10,7 @@ import argparse
 import asyncio
 
 from console.commands.host_args import load, print_json
+from console.domain.text import shown
 from console.errors import UsageError
 
 
@@ -79,4 +80,4 @@ def _human(row) -> str:
     line = f"{row.host:<16} {row.source:<10} {up:<4} {age:<12} {mem:<26} {engine}"
     if row.error:
         line += f"  ({row.error})"
-    return "".join(ch if ch.isprintable() else "?" for ch in line)
+    return shown(line)  # host names from Prometheus labels and error texts are the hosts' words

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from console.domain.text import shown
 from console.ops.explore import ProbeResult
 
 
@@ -24,7 +25,8 @@ def _ms(seconds: float | None) -> str:
 
 
 def summary_lines(result: ProbeResult) -> list[str]:
-    """bench_serving's summary, with vLLM's failed count and TPOT section, for one level."""
+    """bench_serving's summary, with vLLM's failed count and TPOT section, for one level; every line made
+    printable and redacted, as all host text is."""
     s = result.summary
     rate = "inf" if s.request_rate is None else f"{s.request_rate:g}"
     lines = [
@@ -76,4 +78,4 @@ def summary_lines(result: ProbeResult) -> list[str]:
         lines.append("(--max-duration ended this level early; requests still running were dropped)")
     lines += [f"failed: {e}" for e in s.errors]
     lines.append("=" * 50)
-    return lines
+    return [shown(line) for line in lines]  # the model id and the errors are the server's text

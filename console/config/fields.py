@@ -13,6 +13,7 @@ import math
 import re
 from collections.abc import Iterable, Sequence
 from typing import Any
+from urllib.parse import urlsplit
 
 from console.errors import ConfigError
 
@@ -145,6 +146,29 @@ def toml_type(value: Any) -> str:
     if isinstance(value, dict):
         return "a table"
     return "a date/time"
+
+
+def url_problem(value: str, *, base: bool = True) -> str | None:
+    """What is wrong with an http(s) URL, or None: it needs a host and a port in 1-65535 when it names
+    one, and no whitespace or controls; a `base` URL also has no user, query or fragment."""
+    try:
+        parts = urlsplit(value)
+        port = parts.port  # raises on a port that is no number, or out of range
+    except ValueError as exc:  # "Invalid IPv6 URL" for "http://[::1", "Port out of range 0-65535"
+        return str(exc)
+    if parts.scheme not in ("http", "https"):
+        return "expected an http:// or https:// URL"
+    if not parts.hostname:
+        return "no host in URL"
+    if port is None and ":" in parts.netloc.rsplit("]", 1)[-1]:
+        return "empty port in URL"
+    if port is not None and not 1 <= port <= 65535:
+        return f"port {port} out of range 1-65535"
+    if "@" in parts.netloc or base and (parts.query or parts.fragment):
+        return "a base URL has no user, query or fragment" if base else "a URL here has no user"
+    if any(ch.isspace() or ord(ch) < 32 or ord(ch) == 0x7F for ch in value):
+        return "whitespace or a control character in URL"
+    return None
 
 
 def shown(value: Any, limit: int = 60) -> str:

@@ -4,9 +4,8 @@ labels map onto hosts."""
 from __future__ import annotations
 
 import re
-from urllib.parse import urlsplit
 
-from console.config.fields import Table, shown
+from console.config.fields import Table, shown, url_problem
 from console.config.model import FleetConfig
 
 FLEET_KEYS = ("prometheus", "host_label", "host_regex", "strip_port", "match", "timeout_s", "stale_after_s",
@@ -22,14 +21,12 @@ def parse_fleet(table: Table) -> FleetConfig:
     table.check_keys(FLEET_KEYS)
     url = table.text("prometheus", required=True)
     assert url is not None
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname or any(ord(c) < 33 for c in url):
-        raise table.error("prometheus", f"expected an http(s) URL such as \"http://prometheus:9090\", got {shown(url)}")
-    if parts.username is not None or parts.password is not None:
+    if "@" in url.partition("://")[2].partition("/")[0]:  # user:password@ before the host
         raise table.error("prometheus", "credentials do not belong in hosts.toml: set "
                           "SERVE_CONSOLE_PROMETHEUS_TOKEN or SERVE_CONSOLE_PROMETHEUS_AUTHORIZATION, or use ~/.netrc")
-    if parts.query or parts.fragment:
-        raise table.error("prometheus", "the base URL takes no query or fragment")
+    if problem := url_problem(url):  # "http://[::1" or a bad port: one line here, not a traceback later
+        raise table.error("prometheus", f"expected an http(s) URL such as \"http://prometheus:9090\" "
+                          f"({problem}), got {shown(url)}")
     regex = table.text("host_regex")
     if regex is not None:
         try:

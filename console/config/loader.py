@@ -15,7 +15,7 @@ try:
 except ModuleNotFoundError:  # Python 3.11+ ships the same parser as tomllib
     import tomllib as toml  # type: ignore[no-redef]
 
-from console.config.fields import KeyLocator, Table, shown
+from console.config.fields import KeyLocator, Table, shown, url_problem
 from console.config.fleet import parse_fleet
 from console.config.model import ConsoleConfig, HostConfig, SimConfig, UiConfig
 from console.config.services import DISPLAY_TEXT, parse_service
@@ -195,6 +195,8 @@ def _dcgm_url(table: Table, gpus: str | None) -> str:
     url = table.text("dcgm_url", default, pattern=HTTP_URL, describe="an http(s) URL")
     if table.has("dcgm_url") and gpus != "dcgm":
         raise table.error("dcgm_url", 'only with gpus = "dcgm"')
+    if url and (problem := url_problem(url, base=False)):  # a port out of range passes the pattern
+        raise table.error("dcgm_url", f"{problem}: {shown(url)}")
     return url or default
 
 

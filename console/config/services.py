@@ -6,9 +6,8 @@ import json
 import posixpath
 import re
 from pathlib import Path
-from urllib.parse import urlsplit
 
-from console.config.fields import Table, shown
+from console.config.fields import Table, shown, url_problem
 from console.config.model import (
     DROP_IN,
     ENV_FILE,
@@ -86,26 +85,7 @@ def base_url(table: Table, key: str) -> str:
     """An http(s) base URL with a host and a valid port."""
     value = table.text(key, required=True)
     assert value is not None
-    problem = None
-    try:
-        parts = urlsplit(value)
-        port = parts.port
-    except ValueError as exc:  # bad port or bracketed host
-        problem = str(exc)
-    else:
-        if parts.scheme not in ("http", "https"):
-            problem = "expected an http:// or https:// URL"
-        elif not parts.hostname:
-            problem = "no host in URL"
-        elif port is None and ":" in parts.netloc.rsplit("]", 1)[-1]:
-            problem = "empty port in URL"
-        elif port is not None and not 1 <= port <= 65535:
-            problem = f"port {port} out of range 1-65535"
-        elif parts.query or parts.fragment or "@" in parts.netloc:
-            problem = "a base URL has no user, query or fragment"
-        elif any(ch.isspace() or ord(ch) < 32 for ch in value):
-            problem = "whitespace in URL"
-    if problem:
+    if problem := url_problem(value):
         raise table.error(key, f"{problem}: {shown(value)}")
     return value.rstrip("/")
 

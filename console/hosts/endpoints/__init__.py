@@ -3,13 +3,15 @@
 This is the package's public face: other rooms import these names from here, never from its modules.
 """
 
+from console.hosts.endpoints.bodies import json_document, read_limited
 from console.hosts.endpoints.health import HttpHealthProbe, LocalForward
 from console.hosts.endpoints.metrics import EngineMetricsReader, MetricsUnavailable, metrics_reader
-from console.hosts.endpoints.prometheus import PrometheusClient, VectorSample, read_limited
+from console.hosts.endpoints.prometheus import PrometheusClient, VectorSample
 
 __all__ = [
     "EngineMetricsReader",
     "HttpHealthProbe",
+    "json_document",
     "LocalForward",
     "metrics_reader",
     "MetricsUnavailable",

@@ -22,9 +22,13 @@ from console import __version__
 from console.domain.models import Engine, HealthSample
 from console.domain.text import printable
 from console.errors import HostError
+from console.hosts.endpoints.bodies import read_limited
 
 #: What the console's probes say they are (the journal folds access lines that carry it).
 PROBE_USER_AGENT = f"serve-console/{__version__} (probe)"
+#: The most of a `/health` or `/v1/models` body read; only the status counts, and a server that answers
+#: gigabytes is cut off here (the connection is never reused: force_close).
+MAX_PROBE_BODY_BYTES = 1 << 20
 
 
 class LocalForward(Protocol):
@@ -73,7 +77,7 @@ class HttpHealthProbe:
 
     async def _get(self, url: str) -> int:
         async with self._client().get(url, allow_redirects=False) as resp:
-            await resp.read()
+            await read_limited(resp, MAX_PROBE_BODY_BYTES)
             return resp.status
 
     async def probe(self) -> HealthSample:

@@ -16,8 +16,8 @@ from console.domain.metrics import EngineScrape, MetricsTextError, parse_metrics
 from console.domain.models import Engine
 from console.domain.text import printable
 from console.errors import HostError
-from console.hosts.endpoints.health import HttpHealthProbe
-from console.hosts.endpoints.prometheus import read_limited
+from console.hosts.endpoints.bodies import read_limited
+from console.hosts.endpoints.health import MAX_PROBE_BODY_BYTES, HttpHealthProbe
 
 #: A vLLM dump is a few hundred KiB; anything far beyond that is not an engine's /metrics.
 MAX_METRICS_BYTES = 8 * 2**20
@@ -46,7 +46,7 @@ class EngineMetricsReader:
         base = await self.probe._base()
         async with self.probe._client().get(base + "/metrics", allow_redirects=False) as resp:
             if resp.status != 200:
-                await resp.read()
+                await read_limited(resp, MAX_PROBE_BODY_BYTES)
                 raise MetricsUnavailable(missing_hint(self.engine, resp.status))
             body = await read_limited(resp, MAX_METRICS_BYTES)  # content.read(n) stops at what is buffered
             if len(body) > MAX_METRICS_BYTES:

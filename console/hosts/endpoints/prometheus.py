@@ -9,7 +9,6 @@ of the URL's host as basic auth, else none.
 from __future__ import annotations
 
 import base64
-import json
 import math
 import netrc
 import os
@@ -20,7 +19,9 @@ from urllib.parse import urlsplit
 
 import aiohttp
 
+from console.domain.text import printable
 from console.errors import HostError
+from console.hosts.endpoints.bodies import json_document, read_limited
 
 AUTHORIZATION_ENV = "SERVE_CONSOLE_PROMETHEUS_AUTHORIZATION"
 TOKEN_ENV = "SERVE_CONSOLE_PROMETHEUS_TOKEN"
@@ -54,24 +55,15 @@ def auth_headers(url: str, environ: Mapping[str, str] | None = None) -> dict[str
         return {}
     try:
         entry = netrc.netrc(str(path)).authenticators(host)
-    except (OSError, netrc.NetrcParseError) as exc:
-        raise HostError("prometheus", f"cannot read {path}: {exc}") from None
+    except OSError as exc:
+        raise HostError("prometheus", f"cannot read {path}: {exc.strerror or type(exc).__name__}") from None
+    except netrc.NetrcParseError as exc:  # its message quotes the token it choked on: a password, maybe
+        raise HostError("prometheus", f"cannot read {path}:{exc.lineno}: not a netrc file (syntax error)") from None
     if entry is None:
         return {}
     login, _account, password = entry
     pair = f"{login or ''}:{password or ''}".encode()
     return {"Authorization": "Basic " + base64.b64encode(pair).decode("ascii")}
-
-
-async def read_limited(resp: aiohttp.ClientResponse, limit_bytes: int) -> bytes:
-    """The body, or its first `limit_bytes` + 1 bytes when it is longer (so the caller can refuse it)."""
-    chunks, size = [], 0
-    async for chunk in resp.content.iter_chunked(1 << 16):
-        chunks.append(chunk)
-        size += len(chunk)
-        if size > limit_bytes:
-            break
-    return b"".join(chunks)
 
 
 def _number(text: object) -> float | None:
@@ -83,6 +75,14 @@ def _number(text: object) -> float | None:
     return value if math.isfinite(value) else None
 
 
+def _quoted(value: object, limit: int, *, quote: bool = False) -> str:
+    """A value from the answer for an error line: a string cut (and quoted), any other value named by its
+    type (its text could be megabytes), then made printable."""
+    if not isinstance(value, str):
+        return "nothing" if value is None else f"a JSON {type(value).__name__}"
+    return printable(repr(value[:limit]) if quote else value[:limit])
+
+
 def parse_vector(document: object, label: str) -> list[VectorSample]:
     """The samples of a `/api/v1/query` answer; non-finite values are left out (missing, not zero).
 
@@ -91,13 +91,13 @@ def parse_vector(document: object, label: str) -> list[VectorSample]:
     """
     if not isinstance(document, dict):
         raise HostError(label, "the answer is not a JSON object")
-    if document.get("status") != "success":
-        kind = document.get("errorType") or "error"
-        raise HostError(label, f"query refused ({kind}): {str(document.get('error', ''))[:300]}")
+    if document.get("status") != "success":  # the server's words: made printable, like all host text
+        kind = _quoted(document.get("errorType") or "error", 40)
+        raise HostError(label, f"query refused ({kind}): {_quoted(document.get('error', ''), 300)}")
     data = document.get("data")
     if not isinstance(data, dict) or data.get("resultType") != "vector":
         kind = data.get("resultType") if isinstance(data, dict) else None
-        raise HostError(label, f"expected an instant vector, got {kind!r}")
+        raise HostError(label, f"expected an instant vector, got {_quoted(kind, 40, quote=True)}")
     out = []
     result = data.get("result")
     for item in result if isinstance(result, list) else ():
@@ -151,15 +151,16 @@ class PrometheusClient:
             why = getattr(exc.os_error, "strerror", None) or type(exc.os_error).__name__
             raise HostError(self.label, f"cannot connect ({why})") from None
         except aiohttp.ClientError as exc:
-            raise HostError(self.label, str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from None
+            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise HostError(self.label, _quoted(first, 300)) from None
         if status in (401, 403):
             raise HostError(self.label, f"HTTP {status}: set {TOKEN_ENV}, {AUTHORIZATION_ENV} or a netrc entry")
         if len(body) > _BODY_LIMIT_BYTES:
             raise HostError(self.label, f"answer larger than {_BODY_LIMIT_BYTES >> 20} MiB")
         try:
-            document = json.loads(body)
-        except ValueError:
-            raise HostError(self.label, f"HTTP {status}: the answer is not JSON") from None
+            document = json_document(body)
+        except ValueError as exc:
+            raise HostError(self.label, f"HTTP {status}: the answer is not readable JSON ({exc})") from None
         return parse_vector(document, self.label)
 
     async def close(self) -> None:

@@ -16,6 +16,7 @@ import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
 from console.domain.models import GpuSample, GpuSnapshot
+from console.domain.text import printable
 from console.errors import HostError
 from console.hosts.base import SampledGpuSource
 from console.hosts.endpoints import LocalForward, read_limited
@@ -38,8 +39,7 @@ def _label(labels: dict[str, str], *names: str) -> str | None:
     for name in names:
         value = labels.get(name)
         if value:
-            clean = "".join(ch if ch.isprintable() else "?" for ch in value[:_TEXT_LIMIT])
-            return clean
+            return printable(value[:_TEXT_LIMIT])  # a label is host text: escapes made visible
     return None
 
 
@@ -57,7 +57,7 @@ def parse_dcgm(text: str) -> tuple[list[GpuSample], str | None]:
     try:
         families = list(text_string_to_metric_families(text))
     except (ValueError, TypeError, IndexError) as exc:
-        return [], f"dcgm-exporter: unreadable metrics ({str(exc)[:120] or type(exc).__name__})"
+        return [], f"dcgm-exporter: unreadable metrics ({printable(str(exc)[:120]) or type(exc).__name__})"
     for family in families:
         for sample in family.samples:
             field = FIELDS.get(sample.name)
@@ -141,7 +141,8 @@ class DcgmSource(SampledGpuSource):
         except aiohttp.ClientConnectorError:
             raise HostError(self.host, f"{where}: connection refused (is dcgm-exporter running?)") from None
         except aiohttp.ClientError as exc:
-            raise HostError(self.host, f"{where}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
+            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise HostError(self.host, f"{where}: {printable(first)}") from None
         if len(body) > _BODY_LIMIT_BYTES:
             raise HostError(self.host, f"{where}: answer larger than {_BODY_LIMIT_BYTES >> 20} MiB")
         return body.decode("utf-8", "replace")

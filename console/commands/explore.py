@@ -72,6 +72,7 @@ class _Human:
         self.switch = HumanPrinter(host, service)
 
     def __call__(self, event) -> None:
+        from console.domain.text import shown
         from console.ops.explore import LayoutDone, ProbeResult
 
         if isinstance(event, ProbeResult):
@@ -84,8 +85,9 @@ class _Human:
             why = f": {(r.failure or {}).get('summary', '')}" if r.failure else ""
             if r.outcome == "skipped" and r.fit:
                 why = f": predicted {r.fit.get('verdict')}: {r.fit.get('reason')}"
-            sys.stdout.write(f"== {r.layout}: {r.outcome}{why} (switch {r.switch_s:.1f} s, probe {r.probe_s:.1f} s, "
-                             f"{r.elapsed_s:.1f} s in all)\n")
+            # a failure's summary quotes the engine: through the sanitiser
+            sys.stdout.write(shown(f"== {r.layout}: {r.outcome}{why} (switch {r.switch_s:.1f} s, probe "
+                                   f"{r.probe_s:.1f} s, {r.elapsed_s:.1f} s in all)") + "\n")
         else:
             self.switch(event)
         sys.stdout.flush()
@@ -107,8 +109,8 @@ def final_lines(result) -> list[str]:
         mark = "* " if r.layout == result.best else "  "
         lines.append(f"  {mark}{r.layout:<10}{r.outcome:<10}{_num(first):>16}"
                      + "".join(f"{_num(by[c].output_throughput if c in by else None):>12}" for c in levels))
-    lines.append(f"best by {result.pick}: {result.best or 'none'}; running now: {result.left_running or 'nothing'}; "
-                 f"{result.elapsed_s:.1f} s")
+    lines.append(result.best_said())
+    lines.append(f"running now: {result.left_running or 'nothing'}; {result.elapsed_s:.1f} s")
     return lines
 
 

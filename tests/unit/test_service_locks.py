@@ -27,7 +27,7 @@ async def test_a_plain_switch_is_refused_while_an_explore_runs(sim_hosts):
     async with host.lock(explore_lock_name(service)):
         result = await switch_layout(host, None, "EP8", timeout_s=60)
     assert result.outcome == "refused"
-    assert result.reason.startswith(f"an explore of {service.name} is running on {host.name}")
+    assert result.reason.startswith(f"an explore or a probe of {service.name} is running on {host.name}")
     assert (await host.services.state("sim-k26@ep8.service")).active == "inactive"
     assert (await switch_layout(host, None, "EP8", timeout_s=60)).outcome == "ready"
 

@@ -18,11 +18,13 @@ import aiohttp
 from console.config import ServiceConfig
 from console.domain.metrics import EngineFigures, EngineScrape, MetricsHistory
 from console.errors import ConsoleError
+from console.hosts.base import LockBusy
 from console.hosts.endpoints import MetricsUnavailable, metrics_reader
 from console.ops.explore.probe_client import ProbeClient
 from console.ops.explore.probe_load import ProbeOptions, ProgressSink, build_prompts, run_level, warm_up
 from console.ops.explore.probe_metrics import ProbeResult
 from console.ops.status import running_layout, unit_states
+from console.ops.switch import explore_lock_name
 
 if TYPE_CHECKING:
     from console.hosts.base import Host
@@ -105,11 +107,29 @@ async def probe_service(
 ) -> list[ProbeResult]:
     """Warm up, then run each level of `options` against the service; record and report each level.
 
+    A plain probe (no `explore_id`) holds the service's explore lock while it runs: it is refused while
+    an explore (or a switch) of the service runs, and they are refused while it runs, so neither
+    measures the other's load nor switches the engine under it.
+
     Raises:
-        ProbeRefused: the service is not ready, or its server does not answer `/v1/models`.
+        ProbeRefused: the service is not ready, its server does not answer `/v1/models`, or an explore
+            or a switch of it runs.
         WarmupFailed: every warm-up request failed.
         UsageError: the dataset cannot be used.
     """
+    if explore_id is not None:  # the explore's own probe: it holds the lock already
+        return await _probe(host, service, options, audit, store, explore_id, layout, on_result, on_progress)
+    try:
+        async with host.lock(explore_lock_name(service)):
+            return await _probe(host, service, options, audit, store, explore_id, layout, on_result, on_progress)
+    except LockBusy as exc:
+        raise ProbeRefused(f"{host.name}/{service.name}: an explore or a switch of it runs ({exc}); "
+                           "probe after it") from None
+
+
+async def _probe(host: Host, service: ServiceConfig, options: ProbeOptions, audit: AuditLog | None,
+                 store: ResultsStore | None, explore_id: int | None, layout: str | None,
+                 on_result: ResultSink | None, on_progress: LevelProgress | None) -> list[ProbeResult]:
     if layout is None:
         layout = await probe_target(host, service, audit)
     base = await service_base_url(host, service)

@@ -90,6 +90,12 @@ class Distribution:
         )
 
 
+def level_ok(completed: int, failed: int) -> bool:
+    """False for a failed level: requests failed and none succeeded. It measured nothing (the engine
+    died, or never answered), so it is never a figure of 0 tok/s, nor a layout's best."""
+    return completed > 0 or failed == 0
+
+
 @dataclass(frozen=True, slots=True)
 class ProbeSummary:
     """One load level's figures (a concurrency, or a request rate)."""
@@ -114,6 +120,10 @@ class ProbeSummary:
     """The first few distinct failure messages."""
     truncated: bool = False
     """True when --max-duration ended the level before every prompt was sent and answered."""
+
+    @property
+    def ok(self) -> bool:
+        return level_ok(self.completed, self.failed)
 
     def _per_s(self, amount: float) -> float:
         return round(amount / self.duration_s, 3) if self.duration_s > 0 else 0.0
@@ -220,6 +230,7 @@ class ProbeResult:
     def to_json(self) -> dict[str, Any]:
         """The `probe --json` line: who and what, vLLM's result keys, then the engine's own view."""
         return {"event": "probe", "host": self.host, "service": self.service, "layout": self.layout,
-                "engine": self.engine, "model": self.model, **self.summary.to_json(),
+                "engine": self.engine, "model": self.model,
+                "outcome": "measured" if self.summary.ok else "failed", **self.summary.to_json(),
                 "taken_at": round(self.taken_at, 3),
                 "engine_metrics": self.engine_view.to_json() if self.engine_view else None}

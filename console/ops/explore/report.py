@@ -91,6 +91,11 @@ class ExploreResult:
     def measured(self) -> int:
         return sum(1 for r in self.layouts if r.outcome == MEASURED)
 
+    def best_said(self) -> str:
+        """The best layout and the rule that picked it, in words (the CLI's and the TUI's line)."""
+        best = self.best or ("none measured" if not self.measured else "none meets the rule")
+        return f"best by {self.pick.describe()}: {best}"
+
     def to_json(self) -> dict[str, Any]:
         """The final `{"event": "explore", ...}` line."""
         return {"event": "explore", "explore_id": self.explore_id, "host": self.host, "service": self.service,

@@ -12,6 +12,7 @@ from typing import Any
 
 from console.config import HostConfig, ServiceConfig
 from console.domain.layout import gpus_used
+from console.ops.explore.report import FAILED, MEASURED
 from console.ops.explore.results_store import ResultsStore
 from console.ops.explore.results_table import (
     LevelFigures,
@@ -22,8 +23,6 @@ from console.ops.explore.results_table import (
     pareto_frontier,
 )
 from console.ops.fit_check import fit_layout, gpu_capacity
-
-MEASURED = "measured"
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,10 +108,11 @@ def service_results(store: ResultsStore, host: HostConfig, service: ServiceConfi
                 predicted = None
             fit = predicted.to_json() if predicted is not None else None
         when = max([p.taken_at for p in mine] + ([outcome.finished_at] if outcome else []), default=None)
-        newest_probe = max((p.taken_at for p in mine), default=None)
+        newest_probe = max(mine, key=lambda p: p.taken_at, default=None)
         said = outcome.outcome if outcome else None
-        if newest_probe is not None and (outcome is None or newest_probe > outcome.finished_at):
-            said = MEASURED
+        if newest_probe is not None and (outcome is None or newest_probe.taken_at > outcome.finished_at):
+            # a probe in which every request failed measured nothing: the layout failed it
+            said = MEASURED if LevelFigures.of(newest_probe.result).ok else FAILED
         if not mine and outcome is None:
             continue
         rows.append(LayoutRow(

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from console.errors import UsageError
+from console.ops.explore.probe_metrics import level_ok
 
 if TYPE_CHECKING:
     from console.ops.explore.probe_metrics import ProbeResult
@@ -44,6 +45,11 @@ class LevelFigures:
     completed: int
     failed: int
 
+    @property
+    def ok(self) -> bool:
+        """False for a failed level (see `level_ok`)."""
+        return level_ok(self.completed, self.failed)
+
     @classmethod
     def of(cls, level: ProbeResult | Mapping[str, Any]) -> LevelFigures:
         """From a live probe level, or a stored `probe --json` line (keys it lacks read as None)."""
@@ -70,6 +76,14 @@ class Pick:
 
     def __str__(self) -> str:
         return f"{TTFT_SLO}:{self.ttft_slo_ms:g}" if self.rule == TTFT_SLO else self.rule
+
+    def describe(self) -> str:
+        """The rule in words, as the explore's result names it."""
+        if self.rule == C1:
+            return "c1, the highest tok/s per user at the lowest concurrency"
+        if self.rule == TTFT_SLO:
+            return f"{self}, the highest aggregate tok/s at a level whose p99 TTFT is at most {self.ttft_slo_ms:g} ms"
+        return f"{self}, the highest aggregate tok/s at the top concurrency"
 
 
 def parse_pick(text: str) -> Pick:
@@ -101,7 +115,10 @@ def levels_of(levels: Iterable[ProbeResult | Mapping[str, Any]]) -> dict[int, Le
 
 
 def score(levels: Levels, pick: Pick) -> float | None:
-    """The layout's figure under `pick` (higher is better), or None when it has none."""
+    """The layout's figure under `pick` (higher is better), or None when it has none.
+
+    Failed levels (no request succeeded) are left out: they measured nothing."""
+    levels = {c: level for c, level in levels.items() if level.ok}
     if not levels:
         return None
     if pick.rule == C1:

@@ -2,13 +2,16 @@
 
 For each layout in order: the fit preflight (a predicted `oom` or `invalid` is `skipped`, unless
 `include_oom`); the switch, as `switch` does it (watched to READY, rolled back on failure: a failed layout
-is `failed` with its triaged cause, a slow one `timeout`); the probe at each concurrency; the record. At
-the end, a switch to the best layout by the pick rule, or back to where it started.
+is `failed` with its triaged cause, a slow one `timeout`); the probe at each concurrency, then the unit's
+state read again (an engine that died mid-probe, or a probe in which no request succeeded, is `failed`);
+the record. At the end a healthy layout runs: the best by the pick rule if it is still healthy (with
+`--return`, or when no layout meets the rule, the layout that ran at the start), else the start layout,
+else the last good one.
 
 Progress is in the results store beside the audit log, so `resume` goes on after the last layout
-recorded. A cancel (Ctrl-C) stops the probe and leaves a ready layout running: the one it was on if it is
-ready, else the last good one. Two explores of one service exclude each other through a host lock,
-taken for the whole sweep; each switch still takes the switch lock of its own.
+recorded. A cancel (Ctrl-C, SIGTERM, SIGHUP) stops the probe and leaves a ready layout running: the one
+it was on if it is ready, else the last good one. Two explores of one service exclude each other through
+a host lock, taken for the whole sweep; a plain switch or probe of the service takes it for its own run.
 """
 
 from __future__ import annotations
@@ -49,7 +52,7 @@ EventSink = Callable[[Any], None]
 
 
 class ExploreRefused(ConsoleError):
-    """Another explore or a plain switch of this service runs, or there is nothing to resume."""
+    """Another explore, a plain switch or a plain probe of this service runs, or there is nothing to resume."""
 
 
 class Explore:
@@ -63,10 +66,14 @@ class Explore:
         self.current: str | None = None  # the layout running and ready, as far as this sweep knows
         self.last_good: str | None = None
 
+    async def _running(self) -> str | None:
+        """The layout whose unit runs now, whatever its health."""
+        states = await unit_states(self.host, self.service)
+        return running_layout(self.host.name, self.service, states, self.audit)[1]
+
     async def _running_ready(self) -> str | None:
         """The running layout if its health probe says ready, else None."""
-        _unit, layout = running_layout(self.host.name, self.service, await unit_states(self.host, self.service),
-                                       self.audit)  # fmt: skip
+        layout = await self._running()
         probe = self.host.probes.get(self.service.name)
         if layout is None or probe is None:
             return None
@@ -139,8 +146,27 @@ class Explore:
         except ConsoleError as exc:
             return LayoutReport(name, FAILED, fit_json, {"summary": f"probe: {exc}"}, switch_s=switch_s,
                                 probe_s=time.monotonic() - p0, elapsed_s=time.monotonic() - t0)
-        return LayoutReport(name, MEASURED, fit_json, None, tuple(r.to_json() for r in levels), switch_s=switch_s,
-                            probe_s=time.monotonic() - p0, elapsed_s=time.monotonic() - t0)  # fmt: skip
+        probe_s = time.monotonic() - p0
+        why = await self._down_after_probe(name)
+        if why is None and not any(level.summary.ok for level in levels):
+            first = next((e for level in levels for e in level.summary.errors), "no answer")
+            why = f"probe: no request succeeded at any level ({first})"
+        outcome = MEASURED if why is None else FAILED
+        return LayoutReport(name, outcome, fit_json, None if why is None else {"summary": why},
+                            tuple(r.to_json() for r in levels), switch_s=switch_s, probe_s=probe_s,
+                            elapsed_s=time.monotonic() - t0)  # fmt: skip
+
+    async def _down_after_probe(self, name: str) -> str | None:
+        """Why `name` no longer runs once its probe ended (its unit's state, read again), else None: an
+        engine that died mid-probe leaves failed requests, never a measurement."""
+        states = await unit_states(self.host, self.service)
+        if running_layout(self.host.name, self.service, states, self.audit)[1] == name:
+            return None
+        self.current = None
+        unit = self.service.unit_for(resolve(self.host, self.service, name)[1])
+        state = next((s for s in states if s.unit == unit), None)
+        said = "not running" if state is None else f"{state.active}/{state.sub or '-'}, result {state.result or '-'}"
+        return f"{unit} is {said} after the probe: the engine died while it was measured"
 
     async def _leave_ready(self) -> None:
         """After a cancel: keep the layout if it is ready, else bring back the last good one."""
@@ -148,14 +174,22 @@ class Explore:
         if self.current is None and self.last_good is not None:
             await self._switch(self.last_good, force=True, timeout_s=900.0)
 
-    async def _finish(self, opts: ExploreOptions, target: str | None, start_layout: str | None) -> None:
+    async def _finish(self, opts: ExploreOptions, best: str | None, start_layout: str | None) -> None:
+        """End on a healthy layout: the best measured one (the start layout with `--return`, or when none
+        meets the pick rule) if it is still healthy, else the start layout, else the last good one."""
         if opts.return_to_start and start_layout is None:
             for state in await unit_states(self.host, self.service):  # it started with nothing running
                 if state.is_running:
                     await self.host.services.stop(state.unit)
             self.current = None
-        elif target is not None and target != self.current:
-            await self._switch(target, force=True, timeout_s=opts.switch_timeout_s)
+            return
+        first = start_layout if opts.return_to_start else best or start_layout
+        for name in dict.fromkeys(n for n in (first, start_layout, self.last_good) if n is not None):
+            if name == self.current and await self._running_ready() == name:
+                return
+            result, _switch_s = await self._switch(name, force=True, timeout_s=opts.switch_timeout_s)
+            if result.outcome in (READY, UNCHANGED):
+                return
 
     async def run(self, opts: ExploreOptions | None = None, *, resume: bool = False) -> ExploreResult:
         """Sweep the layouts (or go on with the unfinished sweep, with `resume`).
@@ -169,11 +203,12 @@ class Explore:
             async with self.host.lock(explore_lock_name(self.service)):
                 return await self._run_locked(opts, resume, t0)
         except LockBusy as exc:
-            raise ExploreRefused(f"another explore or a switch of {self.service.name} runs on {self.host.name} "
-                                 f"({exc})") from None
+            raise ExploreRefused(f"another explore or a switch or a probe of {self.service.name} runs on "
+                                 f"{self.host.name} ({exc})") from None
 
     async def _run_locked(self, opts: ExploreOptions | None, resume: bool, t0: float) -> ExploreResult:
         host, svc = self.host.name, self.service.name
+        running = await self._running()
         self.current = self.last_good = await self._running_ready()
         done: dict[int, LayoutOutcome] = {}
         if resume:
@@ -186,7 +221,7 @@ class Explore:
         else:
             if opts is None:
                 raise UsageError("explore: no layouts given")
-            start_layout = self.current
+            start_layout = running  # what runs, whatever its health now: `--return` ends on it
             explore_id = self.store.begin_explore(host, svc, opts.to_json(), start_layout)
         for name in opts.layouts:
             resolve(self.host, self.service, name)  # an unknown name is a usage error before anything runs
@@ -207,7 +242,7 @@ class Explore:
                 self.emit(LayoutDone(pos, report))
             ordered = [reports[p] for p in sorted(reports)]
             best = best_layout({r.layout: levels_of(r.probes) for r in ordered if r.outcome == MEASURED}, opts.pick)
-            await self._finish(opts, start_layout if opts.return_to_start else best, start_layout)
+            await self._finish(opts, best, start_layout)
         except (asyncio.CancelledError, KeyboardInterrupt):
             interrupted = True
             task = asyncio.current_task()

@@ -4,7 +4,9 @@ A switch holds `switch-<service>`; an explore holds `explore-<service>` for its 
 its switches holds `switch-<service>` too. A switch that is not an explore's own also takes
 `explore-<service>` for its duration, so a plain switch from another console (or another terminal)
 is refused while an explore runs, instead of landing between two of its layouts and spoiling the
-measurement; and an explore is refused while a plain switch runs. The locks live on the host
+measurement; and an explore is refused while a plain switch runs. A plain probe holds
+`explore-<service>` too (ops/explore/probe.py), so a probe and an explore, or a probe and a switch,
+never overlap. The locks live on the host
 (hosts/base.py HostLock), so they hold across processes and machines.
 """
 
@@ -49,7 +51,7 @@ async def switch_locks(host: Host, service: ServiceConfig, *, within_explore: bo
             try:
                 await held.enter_async_context(host.lock(explore_lock_name(service)))
             except LockBusy as exc:
-                raise ServiceBusy(f"an explore of {service.name} is running on {host.name} ({exc}); "
+                raise ServiceBusy(f"an explore or a probe of {service.name} is running on {host.name} ({exc}); "
                                   "wait for it, or stop it first") from None
         yield
 

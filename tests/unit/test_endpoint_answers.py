@@ -108,3 +108,22 @@ async def test_a_prometheus_error_reaches_stderr_printable(tmp_path: Path) -> No
     assert len(text.strip().splitlines()) == 1 and "Traceback" not in text
     assert not any(ch in text for ch in "\x1b\x07\u202e\x9b"), repr(text)
     assert "\\x1b]2;pwned\\x07 oops\\u202e [/] \\x9b2J\\nsecond" in text
+
+
+async def test_the_probes_model_list_is_read_to_a_bound_and_deep_json_is_one_line() -> None:
+    """`probe` asks /v1/models for the model its requests carry: a flood or deep JSON is a refusal."""
+    from console.ops.explore.probe_client import ProbeClient
+
+    sent = [0]
+
+    async def nested(request: web.Request) -> web.Response:
+        return web.Response(body=b'{"data": ' + b"[" * 100_000 + b"]" * 100_000 + b"}")
+
+    async with http_stub({"/v1/models": endless(sent)}) as flood, http_stub({"/v1/models": nested}) as deep:
+        async with ProbeClient(f"http://127.0.0.1:{flood}") as client:
+            with pytest.raises(ValueError, match="answered more than 1 MiB"):
+                await client.served_model()
+        async with ProbeClient(f"http://127.0.0.1:{deep}") as client:
+            with pytest.raises(ValueError, match="nested too deeply"):
+                await client.served_model()
+    assert sent[0] < 48 * 2**20

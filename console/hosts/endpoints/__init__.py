@@ -4,11 +4,12 @@ This is the package's public face: other rooms import these names from here, nev
 """
 
 from console.hosts.endpoints.bodies import json_document, read_limited
-from console.hosts.endpoints.health import HttpHealthProbe, LocalForward
+from console.hosts.endpoints.health import MAX_PROBE_BODY_BYTES, HttpHealthProbe, LocalForward
 from console.hosts.endpoints.metrics import EngineMetricsReader, MetricsUnavailable, metrics_reader
 from console.hosts.endpoints.prometheus import PrometheusClient, VectorSample
 
 __all__ = [
+    "MAX_PROBE_BODY_BYTES",
     "EngineMetricsReader",
     "HttpHealthProbe",
     "json_document",

@@ -15,6 +15,7 @@ from typing import Any
 
 import aiohttp
 
+from console.hosts.endpoints import MAX_PROBE_BODY_BYTES, json_document, read_limited
 from console.ops.explore.probe_metrics import FROM_CHUNKS, FROM_USAGE, RequestResult
 
 #: aiohttp's default is 64 KiB, which has capped bench clients' throughput about 10x on long outputs;
@@ -85,15 +86,19 @@ class ProbeClient:
 
         Raises:
             aiohttp.ClientError, TimeoutError: the server did not answer.
-            ValueError: the answer lists no model.
+            ValueError: the answer lists no model, or is not JSON, or is larger than 1 MiB.
         """
         async with self._session.get(self.base_url + "/v1/models") as resp:
             resp.raise_for_status()
-            body = await resp.json(content_type=None)
+            raw = await read_limited(resp, MAX_PROBE_BODY_BYTES)  # a server may answer gigabytes
+        if len(raw) > MAX_PROBE_BODY_BYTES:
+            raise ValueError(f"/v1/models answered more than {MAX_PROBE_BODY_BYTES >> 20} MiB")
+        body = json_document(raw)
         models = body.get("data") if isinstance(body, dict) else None
-        if not models or not isinstance(models[0], dict) or not models[0].get("id"):
+        first = models[0] if isinstance(models, list) and models else None
+        if not isinstance(first, dict) or not first.get("id"):
             raise ValueError("/v1/models lists no model")
-        return str(models[0]["id"])
+        return str(first["id"])
 
     def body(self, prompt: Prompt) -> dict[str, Any]:
         """The request body for one prompt."""

@@ -13,6 +13,7 @@ from test_tui_story import wait_for
 
 from console.ops.explore.probe_load import ProbeOptions
 from console.ui.screens import probe as probe_screen
+from console.ui.screens.confirm_unit import ConfirmUnitAction
 from console.ui.screens.explore import ExploreScreen
 from console.ui.screens.picker import LayoutPicker
 from console.ui.screens.probe import ProbeScreen
@@ -69,6 +70,8 @@ async def test_probe_then_explore_then_the_picker_shows_tok_s(kimi_app, monkeypa
         explore.query_one("#explore-output", Input).value = "8"
         picks.focus()
         await pilot.press("g")
+        assert await wait_for(pilot, lambda: isinstance(app.screen, ConfirmUnitAction))  # it asks first
+        await pilot.press("y")
         assert await wait_for(pilot, lambda: explore.running)
         assert await wait_for(pilot, lambda: not explore.running and explore.result is not None, timeout_s=90)
         result = explore.result
@@ -76,7 +79,7 @@ async def test_probe_then_explore_then_the_picker_shows_tok_s(kimi_app, monkeypa
         assert result.best == "EP8" and result.left_running == "EP8"
         text = screen_text(app)
         assert "* measured" in text and "agg c=2" in text and "Pareto" in text and "█" in text
-        assert "done: best EP8; running EP8" in text
+        assert "done: best by throughput, the highest aggregate tok/s at the top concurrency: EP8; running EP8" in text
 
         await pilot.press("escape")
         assert await wait_for(pilot, lambda: app.screen is screen)

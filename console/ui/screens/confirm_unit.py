@@ -1,4 +1,5 @@
-"""The question before `S` (stop) or `R` (restart): names the unit and the outage; Cancel has the focus."""
+"""The question before `S` (stop), `R` (restart) or an explore's `g`: names what it acts on and the outage;
+Cancel has the focus."""
 
 from __future__ import annotations
 
@@ -18,6 +19,9 @@ OUTAGE = {
     "stop": "{service} stops serving: every request fails until a layout is started again.",
     "restart": "{service} stops serving until the engine has loaded again (minutes for a large model); "
     "the console then reports READY, or FAILED with its cause.",
+    "explore": "{service} switches to each of these layouts in turn and is probed on each: it is down while "
+    "each one loads (minutes for a large model) and under benchmark load while it is measured. It ends on "
+    "the best one measured; Esc stops it, leaving a ready layout running.",
 }
 
 
@@ -28,6 +32,11 @@ class ConfirmUnitAction(ReachesConsole, ModalScreen[bool]):
     BINDINGS = bindings("confirm")
 
     def __init__(self, verb: str, host: str, service: str, unit: str, layout: str | None) -> None:
+        """Args:
+            verb: stop, restart or explore (a key of OUTAGE).
+            unit: the unit it acts on (for an explore, the layouts it goes through).
+            layout: the layout running now, if known.
+        """
         super().__init__()
         self.verb = verb
         self.host_name = host

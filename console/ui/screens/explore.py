@@ -26,8 +26,6 @@ from console.ops.explore import (
     Pick,
     ProbeOptions,
     ProbeResult,
-    best_layout,
-    levels_of,
     pareto_frontier,
 )
 from console.ops.switch import PhaseEvent, ProgressEvent, ResultEvent, StepEvent
@@ -135,6 +133,9 @@ class ExploreScreen(ReachesConsole, ModalScreen[None]):
         return ExploreOptions(layouts, probe, Pick())
 
     def action_start(self) -> None:
+        """`g`: ask first, as every key that takes the service down does; Cancel has the focus."""
+        from console.ui.screens.confirm_unit import ConfirmUnitAction
+
         if self.console.refuse_readonly("explore") or self.running:
             return
         options = self._options()
@@ -142,6 +143,12 @@ class ExploreScreen(ReachesConsole, ModalScreen[None]):
             return
         if self.console.audit is None:
             self.notify("explore keeps its progress in the audit log; this console has none", severity="error")
+            return
+        question = ConfirmUnitAction("explore", self.host.name, self.service.name, ", ".join(options.layouts), None)
+        self.app.push_screen(question, lambda go: self._start(options) if go else None)
+
+    def _start(self, options: ExploreOptions) -> None:
+        if self.console.refuse_readonly("explore") or self.running:
             return
         table = self.query_one(DataTable)
         table.clear(columns=True)
@@ -205,10 +212,10 @@ class ExploreScreen(ReachesConsole, ModalScreen[None]):
         try:
             self.result = await Explore(self.host, self.service, audit=self.console.audit, store=store,
                                         on_event=self.explore_event, on_progress=self.probe_progress).run(options)
-            best = best_layout({r.layout: levels_of(r.probes) for r in self.result.layouts if r.probes}, Pick())
-            self._status(f"done: best {best or 'none'}; running {self.result.left_running or 'nothing'}")
-            for report in self.result.layouts:
-                self._set(report.layout, "outcome", ("* " if report.layout == best else "") + report.outcome)
+            result = self.result
+            self._status(f"done: {result.best_said()}; running {result.left_running or 'nothing'}")
+            for report in result.layouts:
+                self._set(report.layout, "outcome", ("* " if report.layout == result.best else "") + report.outcome)
         except Exception as exc:  # refused (another explore), or what the ops layer did not catch: one line
             self._status(f"explore failed: {exc}")
         finally:

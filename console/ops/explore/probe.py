@@ -157,9 +157,9 @@ async def _probe(host: Host, service: ServiceConfig, options: ProbeOptions, audi
             result = ProbeResult(host=host.name, service=service.name, layout=layout,
                                  engine=service.engine.value, model=client.model, summary=summary,
                                  taken_at=time.time(), engine_view=engine_view)
+            if on_result is not None:  # shown before it is stored: a locked store never loses the level
+                on_result(result)
             if store is not None:
                 store.add_probe(result, options, explore_id=explore_id)
-            if on_result is not None:
-                on_result(result)
             results.append(result)
     return results

@@ -215,7 +215,8 @@ class Explore:
             record = self.store.unfinished_explore(host, svc)
             if record is None:
                 raise ExploreRefused(f"{host}/{svc}: no unfinished explore to resume")
-            explore_id, opts, start_layout = record.id, ExploreOptions.from_json(record.params), record.start_layout
+            opts = self.store.explore_params(record, ExploreOptions.from_json)  # damaged: one line naming the row
+            explore_id, start_layout = record.id, record.start_layout
             done = self.store.outcomes(explore_id)
             self.store.set_explore_state(explore_id, RUNNING)
         else:

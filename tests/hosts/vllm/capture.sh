@@ -17,7 +17,7 @@ TB=${SERVE_CONSOLE_TESTBED_DIR:-$REPO/.testbed}
 OUT=${1:-$REPO/tests/fixtures/vllm-real}
 VENV=$TB/vllm/venv
 MODEL=$TB/vllm/models/tiny-moe
-MAX_FILE_BYTES=262144 # ~200 KB, so that tp1-start.journal.json (about 210 KB) stays whole
+MAX_FILE_BYTES=262144 # "~200 KB"; a larger file keeps its head and tail around a marker line
 
 log() { printf 'capture: %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }

@@ -7,6 +7,8 @@ from typing import cast
 from textual.widget import Widget
 from textual.worker import Worker, WorkerState
 
+from console.domain.text import shown
+
 
 class NotifiesWorkerErrors:
     """Worker state messages do not bubble, so each owner reports its own workers' errors."""
@@ -14,4 +16,6 @@ class NotifiesWorkerErrors:
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         if event.state == WorkerState.ERROR:
             name = event.worker.name or "worker"
-            cast(Widget, self).notify(f"{name} stopped: {event.worker.error}", severity="error", timeout=10)
+            # The error may quote a host: shown as plain text whatever app hosts the widget.
+            text = shown(f"{name} stopped: {event.worker.error}")
+            cast(Widget, self).notify(text, severity="error", timeout=10, markup=False)

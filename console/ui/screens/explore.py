@@ -17,6 +17,7 @@ from textual.widgets import DataTable, Footer, Input, ProgressBar, SelectionList
 from textual.widgets.selection_list import Selection
 
 from console.config import ServiceConfig
+from console.domain.text import shown
 from console.errors import ConsoleError
 from console.hosts.base import Host
 from console.ops.explore import (
@@ -101,7 +102,7 @@ class ExploreScreen(ReachesConsole, ModalScreen[None]):
             pairs = await fit_service_layouts(self.host, self.service)
         except Exception as exc:  # an unreadable model config: every layout offered, the reason shown
             pairs = [(lc, None) for lc in self.service.layouts]
-            self.query_one("#explore-status", Static).update(f"fit unknown: {exc}")
+            self._status(f"fit unknown: {exc}")
         for lc, fit in pairs:
             verdict = fit.verdict if fit is not None else "unknown"
             label = f"{lc.name:<10} {verdict}" + (f" {fit.headroom_gib:+.2f} GiB" if fit is not None else "")
@@ -168,7 +169,7 @@ class ExploreScreen(ReachesConsole, ModalScreen[None]):
 
     # -- live progress -------------------------------------------------------------------------------
     def _status(self, text: str) -> None:
-        self.query_one("#explore-status", Static).update(text)
+        self.query_one("#explore-status", Static).update(Text(shown(text)))  # host text: never markup
 
     def explore_event(self, event) -> None:
         if isinstance(event, StepEvent):

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import time
 
+from rich.text import Text
 from textual import work
 
 from console.config import ServiceConfig
+from console.domain.text import shown
 from console.hosts.base import Host
 from console.ops.switch import FAILED, SwitchResult
 from console.ops.views import ServiceView
@@ -145,7 +147,8 @@ class HostChanges:
         self.query_one(GpuPane).fast = True
         panel = self.query_one(SwitchPanel)
         panel.begin(self.host.name, self.service.name, layout or unit, False)
-        panel.border_title = f"restart {self.service.name} on {self.host.name}: {unit}"
+        # The unit is the one the host reports running: host text, so a Text, never markup.
+        panel.border_title = Text(shown(f"restart {self.service.name} on {self.host.name}: {unit}"))
         self.query_one(JournalPane).follow_unit(unit)
         self.run_restart(layout or unit)
 

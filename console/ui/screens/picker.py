@@ -12,6 +12,7 @@ from textual.screen import ModalScreen
 from textual.widgets import DataTable, Static
 
 from console.config import ServiceConfig
+from console.domain.text import shown
 from console.hosts.base import Host
 from console.ops.views import ServiceView
 from console.ui.keys import bindings, changing_actions
@@ -83,7 +84,7 @@ class LayoutPicker(ReachesConsole, NotifiesWorkerErrors, ModalScreen[tuple[str, 
         try:
             pairs = await fit_service_layouts(self.host, self.service)
         except Exception as exc:  # a missing model config is a line in the picker, not a crash
-            note.update(f"fit unknown: {exc}")
+            note.update(Text(shown(f"fit unknown: {exc}")))  # it may quote a path or a host: never markup
             return
         table = self.query_one(DataTable)
         for lc, fit in pairs:

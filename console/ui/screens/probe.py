@@ -10,6 +10,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, DataTable, ProgressBar, Static
 
 from console.config import ServiceConfig
+from console.domain.text import shown
 from console.hosts.base import Host
 from console.ops.explore import ProbeOptions
 from console.ui.keys import bindings
@@ -123,7 +124,7 @@ class ProbeScreen(ReachesConsole, ModalScreen[None]):
             await probe_service(self.host, self.service, self.options, audit=audit, store=store,
                                 on_result=self.level_done, on_progress=self.progress)
         except Exception as exc:  # refused, not ready, warm-up failed: one line in the screen
-            status.update(f"probe failed: {exc}")
+            status.update(Text(shown(f"probe failed: {exc}")))  # it quotes the server: never markup
         else:
             failed = sum(r.summary.failed for r in self.results)
             status.update(f"done: {len(self.results)} levels, {failed} failed requests" +

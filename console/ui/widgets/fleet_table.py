@@ -6,6 +6,7 @@ import asyncio
 import functools
 from collections.abc import Awaitable, Callable, Sequence
 
+from rich.style import Style
 from rich.text import Text
 from textual import work
 from textual.message import Message
@@ -22,6 +23,11 @@ COLUMNS = ("host", "link", "data age", "units", "layout", "GPU memory", "health"
 PROMETHEUS_COLUMNS = ("host", "link", "data age", "engines", "GPU memory", "health")
 WIDTH = {"host": 14, "link": 5, "data age": 11, "units": 10, "layout": 22, "engines": 38, "GPU memory": 26,
          "health": 18}
+
+
+def cell(text: str, style: Style | str = "") -> Text:
+    """Host text for a table cell: redacted, made printable, and a Text (a str cell is read as markup)."""
+    return Text(inert(text), style=style)
 
 
 class FleetTable(NotifiesWorkerErrors, DataTable):
@@ -58,7 +64,7 @@ class FleetTable(NotifiesWorkerErrors, DataTable):
         self.poll()
 
     def _add_host_row(self, host: str) -> None:
-        self.add_row(host, "connecting", *["-"] * (len(self.column_names) - 2), key=host)
+        self.add_row(cell(host), "connecting", *["-"] * (len(self.column_names) - 2), key=host)
 
     @work(exclusive=True, group="fleet-poll", exit_on_error=False)
     async def poll(self) -> None:
@@ -121,11 +127,12 @@ class FleetTable(NotifiesWorkerErrors, DataTable):
         else:
             mem = "-"
         health_style = s("fleet--bad") if shown.failed else s("fleet--ok") if shown.health == "ready" else ""
-        health = Text(shown.health if not shown.failed else f"FAILED {shown.health}", style=health_style)
+        health = cell(shown.health if not shown.failed else f"FAILED {shown.health}", health_style)
         if not summary.reachable:
-            health = Text(inert(summary.error or "unreachable"), style=s("fleet--bad"))  # host text, made inert
-        cells = {"host": summary.host, "link": link, "data age": age_cell, "units": units, "layout": shown.layouts,
-                 "engines": shown.engines, "GPU memory": mem, "health": health}
+            health = cell(summary.error or "unreachable", s("fleet--bad"))
+        # A str cell is markup to a DataTable: every cell a host's words reach is a sanitised Text.
+        cells = {"host": cell(summary.host), "link": link, "data age": age_cell, "units": units,
+                 "layout": cell(shown.layouts), "engines": cell(shown.engines), "GPU memory": mem, "health": health}
         for column in self.column_names:
             self.update_cell(summary.host, column, cells[column])
 

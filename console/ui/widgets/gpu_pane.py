@@ -9,7 +9,6 @@ from collections.abc import Callable
 
 from rich.text import Text
 from textual import work
-from textual.markup import escape
 from textual.widget import Widget
 
 from console.domain.fit import BAD, IDLE, OK, WARN, GpuVerdict, judge_gpus
@@ -69,7 +68,8 @@ def processes_cell(procs: list[GpuProcess], width: int) -> str:
     if not procs:
         return "no process".ljust(width)[:width]
     first = procs[0]
-    text = f"pid {first.pid} {first.name or '?'} {first.used_mib or 0} MiB"
+    # A process name is host text: made inert like every other.
+    text = f"pid {first.pid} {shown(first.name or '?')} {first.used_mib or 0} MiB"
     if len(procs) > 1:
         text += f" +{len(procs) - 1}"
     return text.ljust(width)[:width]
@@ -174,7 +174,8 @@ class GpuPane(NotifiesWorkerErrors, Widget, can_focus=False):
         unusual = [f.summary for f in xid_findings(self.snapshot)]
         unusual += [f"GPU {v.index}: {v.anomaly}" for v in self.verdicts() if v.anomaly]
         note = unusual[0] + (f" (+{len(unusual) - 1} more)" if len(unusual) > 1 else "") if unusual else ""
-        self.border_subtitle = escape(self.error or note) if self.snapshot is not None else ""  # else it is the body
+        # Host text (made inert in _failed/ingest) as a Text, never markup; before data it is the body.
+        self.border_subtitle = Text(self.error or shown(note)) if self.snapshot is not None else ""
         self.refresh()
 
     def get_content_height(self, container, viewport, width: int) -> int:
@@ -210,7 +211,7 @@ class GpuPane(NotifiesWorkerErrors, Widget, can_focus=False):
             row_style = style("gpu--dim") if dim else None
             out.append(f"{gpu.index:>2} ", style=row_style or style("gpu--label"))
             if name_w:
-                name = (gpu.name or "").replace("NVIDIA ", "")[:name_w].ljust(name_w)
+                name = shown(gpu.name or "").replace("NVIDIA ", "")[:name_w].ljust(name_w)  # host text
                 out.append(name + " ", style=row_style or style("gpu--label"))
             filled, empty = bar(frac, bar_w)
             out.append(filled, style=style(level))

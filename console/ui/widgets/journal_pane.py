@@ -11,6 +11,7 @@ import asyncio
 import re
 import time
 
+from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.containers import Vertical
@@ -19,6 +20,7 @@ from textual.widgets import Input
 
 from console.domain.journal_order import systemd_text
 from console.domain.models import Engine, Finding, ReadinessEvent
+from console.domain.text import shown
 from console.hosts.base import Host
 from console.ui.widgets.journal_lines import LineFilter
 from console.ui.widgets.journal_view import JournalView
@@ -61,6 +63,7 @@ class JournalPane(NotifiesWorkerErrors, Vertical):
         self.received = 0
         self._cursors: dict[str, str] = {}
         self.border_title = "journal"
+        self._title = "journal"
 
     def compose(self) -> ComposeResult:
         yield JournalView(line_cap=self.line_cap, end_key_is_screens=True, id="journal-view")
@@ -107,7 +110,7 @@ class JournalPane(NotifiesWorkerErrors, Vertical):
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # a dropped host: say so, then resume after the cursor
-                self.border_subtitle = f"journal stream lost: {exc}"
+                self.border_subtitle = Text(shown(f"journal stream lost: {exc}"))  # host text: never markup
             await asyncio.sleep(delay_s)
             delay_s = min(delay_s * 2, 10.0)
 
@@ -158,8 +161,9 @@ class JournalPane(NotifiesWorkerErrors, Vertical):
             elif view.show_probes:
                 parts.append("probe lines shown (h hides)")
         title = " · ".join(parts)
-        if title != self.border_title:  # a flush that changes nothing in the title repaints nothing here
-            self.border_title = title
+        if title != self._title:  # a flush that changes nothing in the title repaints nothing here
+            self._title = title
+            self.border_title = Text(title)  # a unit's name, a typed filter: text, never markup
 
     @on(JournalView.FollowChanged)
     def _follow_changed(self) -> None:

@@ -8,7 +8,6 @@ from dataclasses import replace
 
 from rich.text import Text
 from textual import work
-from textual.markup import escape
 from textual.message import Message
 from textual.widget import Widget
 
@@ -140,7 +139,7 @@ class ServicePane(NotifiesWorkerErrors, Widget):
         if stale:
             title += f" · STALE, data {age_text(age)} old" if age is not None else " · no data yet"
         self.border_title = title
-        self.border_subtitle = escape(self.error or "")  # a border title is markup: host text is escaped
+        self.border_subtitle = Text(self.error or "")  # host text (made inert in show/_failed): never markup
         self.refresh(layout=True)
 
     def render(self) -> Text:

@@ -10,6 +10,7 @@ from textual.containers import Horizontal, Vertical
 from textual.widget import Widget
 from textual.widgets import Label, ProgressBar, Static
 
+from console.domain.text import shown
 from console.ops.switch import (
     FindingEvent,
     PhaseEvent,
@@ -66,7 +67,9 @@ class SwitchPanel(Widget):
         self.follow_unit = None
         self.rolling_back_to: str | None = None
         self.fits_instead = list(fits_instead)
-        self.border_title = f"switch {service} on {host} → {layout}" + (" (forced)" if force else "")
+        # A restart passes the unit the host reported as `layout`: host text, so a Text, never markup.
+        title = f"switch {service} on {host} → {layout}" + (" (forced)" if force else "")
+        self.border_title = Text(shown(title))
         self.border_subtitle = ""
         self.set_classes("")
         self.screen.add_class("-switch-shown")  # a short screen gives the panel the top panes' rows
@@ -120,8 +123,8 @@ class SwitchPanel(Widget):
                 self.query_one(ProgressBar).update(progress=0)
         elif isinstance(ev, ProgressEvent):
             self.query_one(ProgressBar).update(total=100, progress=round(ev.progress * 100, 1))
-            self.query_one("#switch-progress-label", Label).update(
-                ("rollback " if rollback else "") + (ev.detail or "shards")[:40])
+            label = ("rollback " if rollback else "") + (ev.detail or "shards")[:40]  # the journal's words
+            self.query_one("#switch-progress-label", Label).update(Text(shown(label)))
         elif isinstance(ev, FindingEvent) and ev.finding is not None and ev.finding.fatal:
             f = ev.finding
             rank = f" {f.rank}" if f.rank else ""

@@ -59,7 +59,7 @@ async def _tail(host_cfg, service, args: argparse.Namespace) -> int:
         # json.dumps escapes every control character, so nothing else is changed.
         exact = (lambda text: text) if args.no_redact else redact
         async for entry in host.services.journal(unit, follow=args.follow, lines=args.n):
-            findings = triager.feed(entry.message, entry.ts)
+            findings = triager.feed(entry.message, entry.ts, entry.by_systemd)
             if args.json:
                 finding = findings[0].to_json() if findings else None
                 if finding is not None:

@@ -99,6 +99,11 @@ class JournalEntry:
     priority: int | None = None  # syslog priority: 3 err, 4 warning, 6 info
     source: str = "unit"  # "unit" for the service's own output, "systemd" for the manager's lines
 
+    @property
+    def by_systemd(self) -> bool:
+        """Whether systemd wrote the entry (its own line about the unit), not the unit's process."""
+        return self.source == "systemd"
+
 
 class Phase(enum.StrEnum):
     """Start-up phases of an engine, in order; FAILED and STOPPED end a start."""

@@ -9,6 +9,10 @@ Phases only move forward within one start. All ranks log the same milestones at 
 times, so a late rank's `Init torch distributed begin.` does not pull the phase back. A new start
 (systemd's `Started ...`, SGLang's `server_args=`, vLLM's version banner, or an early milestone
 after the previous start ended in ready/failed/stopped) begins again from the start.
+
+Milestones are read in their writer's own lines only (log_origin.py): systemd's in systemd's lines,
+the engine's in the engine's, and none in a request's text that the engine logged, so a prompt that
+quotes `The server is fired up` or `Main process exited` moves no phase.
 """
 
 from __future__ import annotations
@@ -16,8 +20,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from console.domain.log_origin import by_systemd, is_logged_request
 from console.domain.models import Engine, HealthSample, Phase, ReadinessEvent
-from console.domain.rank import split_header
+from console.domain.rank import LineHeader, split_header
 
 _ORDER = {phase: i for i, phase in enumerate(Phase)}
 _ENDED = (Phase.READY, Phase.FAILED, Phase.STOPPED)
@@ -42,6 +47,7 @@ class Milestone:
         bar: The line carries a tqdm bar whose n/total is the progress.
         at_start: The needle must open the message (systemd's `Started x.service`, not uvicorn's
             `INFO:     Started server process`).
+        systemd: systemd's own milestone about the unit, read only in systemd's lines.
     """
 
     needle: str
@@ -52,14 +58,15 @@ class Milestone:
     progress: float | None = None
     bar: bool = False
     at_start: bool = False
+    systemd: bool = False
 
 
 _SYSTEMD = (
-    Milestone("Started ", Phase.STARTING, "unit started", starts=True, at_start=True),
-    Milestone("Stopped ", Phase.STOPPED, "unit stopped", at_start=True),
-    Milestone("Deactivated successfully", Phase.STOPPED, "unit stopped"),
-    Milestone("Main process exited, code=", Phase.FAILED, "main process exited"),
-    Milestone("Failed with result '", Phase.FAILED, "unit failed"),
+    Milestone("Started ", Phase.STARTING, "unit started", starts=True, at_start=True, systemd=True),
+    Milestone("Stopped ", Phase.STOPPED, "unit stopped", at_start=True, systemd=True),
+    Milestone("Deactivated successfully", Phase.STOPPED, "unit stopped", systemd=True),
+    Milestone("Main process exited, code=", Phase.FAILED, "main process exited", systemd=True),
+    Milestone("Failed with result '", Phase.FAILED, "unit failed", systemd=True),
 )
 
 _SGLANG = (
@@ -134,12 +141,14 @@ class PhaseTracker:
         """True once the engine said it is ready (or /health answered 200)."""
         return self.phase is Phase.READY
 
-    def feed(self, line: str, ts: float) -> ReadinessEvent | None:
+    def feed(self, line: str, ts: float, systemd: bool | None = None) -> ReadinessEvent | None:
         """Read one log line.
 
         Args:
             line: One line of the service's log (journal prefix allowed).
             ts: When it was logged (POSIX seconds).
+            systemd: Whether systemd wrote it, as its journal entry says; None for a pasted log, where
+                the line's shape decides (log_origin.by_systemd).
 
         Returns:
             An event when the phase moves or its progress grows, else None.
@@ -151,13 +160,22 @@ class PhaseTracker:
             return None
         header = split_header(line)
         payload = header.payload
+        writer: LineHeader | None = None  # every prefix off: who wrote it, and whether it is a request
         for milestone in self._milestones:
-            if milestone.at_start and not payload.startswith(milestone.needle):
+            if milestone.at_start and not payload.startswith(milestone.needle) or milestone.needle not in payload:
                 continue
-            if milestone.needle in payload:
-                event = self._apply(milestone, payload, header.rank, ts)
-                if event is not None:
-                    return event
+            current = self.phase
+            if milestone.after is not None and (current in _ENDED or _ORDER[current] < _ORDER[milestone.after]):
+                continue  # e.g. ordinary traffic's `POST /generate`, once the start has ended
+            if writer is None:
+                writer = split_header(line, deep=True)
+                if is_logged_request(writer.payload):
+                    return None  # a request's text that the engine logged: a client's words, no milestone
+            if milestone.systemd != by_systemd(writer, systemd, about_unit=not milestone.at_start):
+                continue  # systemd's milestones in systemd's lines only, the engine's in the engine's
+            event = self._apply(milestone, payload, header.rank, ts)
+            if event is not None:
+                return event
         return None
 
     def feed_health(self, sample: HealthSample) -> ReadinessEvent | None:
@@ -192,8 +210,6 @@ class PhaseTracker:
             return None if current is target else self._move(target, ts, detail, None, rank)
         if target is Phase.STARTING and milestone.starts:
             return None if current is Phase.STARTING else self._move(target, ts, detail, None, rank)
-        if milestone.after is not None and (current in _ENDED or _ORDER[current] < _ORDER[milestone.after]):
-            return None
         if current in _ENDED and current is not Phase.STOPPED and not milestone.starts:
             return None  # a straggler line of the start that already ended
         if current in _ENDED or _ORDER[target] > _ORDER[current]:

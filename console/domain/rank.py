@@ -28,7 +28,7 @@ _COMPOSE = re.compile(r"(?P<svc>[A-Za-z0-9][\w.-]{0,63}) +\| ")
 # A bare timestamp (docker logs -t, loguru, Python logging, k8s): ISO date and time, maybe bracketed,
 # maybe followed by loguru's "| LEVEL | module:function:line - ".
 _TIMESTAMP = re.compile(
-    r"\[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]?(?: ?[|,-])? "
+    r"\[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]?(?: ?[|,-])?[ \t]"
     r"(?:(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL|SUCCESS|TRACE) *\| [^|\n]{0,120}? - )?"
 )
 # A level word first: uvicorn's "ERROR:    ", Python's "WARNING:root:", "INFO 2024-05-01 ..." .
@@ -50,10 +50,11 @@ _SGLANG = re.compile(
 # torchrun's "[rank0]: " before every line of a rank's output (one space, then the message as written).
 _TORCH_RANK = re.compile(r"\[rank(?P<rank>\d{1,5})\]: ?")
 _GLOG = re.compile(r"\[?(?P<sev>[IWEF])(?:\d{3,4} \d\d:\d\d:\d\d(?:\.\d+)? +(?:\d+ )?)? ?[\w.]{1,80}:\d+\] ?")
-# What a paste adds before a line: a markdown quote `> `, a CI gutter `  | `, a markdown bullet
+# What a paste adds before a line: a log exporter's epoch column (`1779264164565<TAB>` before its ISO
+# time), a markdown quote `> `, a CI gutter `  | `, a markdown bullet
 # before a timestamp (`- 2024-06-22T...`), the tail of a cut vLLM prefix (`[core.py:515] `), a stray
 # inline-code backtick, colour codes that lost their escape byte (`[36m`), HTML colour tags (`<font ...><b>`).
-_ARTEFACT = re.compile(r" {0,4}(?:> ?|\| |- (?=\d)|`|\[[\w.-]{1,80}\.py:\d{1,6}\]|\[\d{1,3}(?:;\d{1,3}){0,4}m|(?:</?[A-Za-z][^<>\n]{0,80}>)+) ?")
+_ARTEFACT = re.compile(r" {0,4}(?:\d{10,19}\t(?=\d{4}-)|> ?|\| |- (?=\d)|`|\[[\w.-]{1,80}\.py:\d{1,6}\]|\[\d{1,3}(?:;\d{1,3}){0,4}m|(?:</?[A-Za-z][^<>\n]{0,80}>)+) ?")
 # Colour codes, as vLLM writes them when its output is a terminal.
 _ANSI = re.compile(r"\x1b\[[0-9;]{0,32}[A-Za-z]")
 _PROC_RANK = re.compile(r"(?<![A-Za-z0-9])((?:DP|PP|TP|EP|DCP|PCP)\d{1,5})(?![A-Za-z0-9])")
@@ -75,6 +76,8 @@ class LineHeader:
         level: The log level (INFO, WARNING, ERROR ...), when a prefix carries one.
         payload: The message after all prefixes.
         tagged: Whether any prefix was found (an untagged line may continue a wrapped one).
+        engine: Whether an engine's own prefix was found (SGLang's, vLLM's, PyTorch's rank, glog's):
+            the line is the engine's output, never systemd's.
     """
 
     ident: str | None
@@ -84,6 +87,7 @@ class LineHeader:
     level: str | None
     payload: str
     tagged: bool = False
+    engine: bool = False
 
 
 def rank_of_process(proc: str) -> str | None:
@@ -115,6 +119,7 @@ def split_header(line: str, *, deep: bool = False) -> LineHeader:
     stream = ""
     rank: str | None = None
     level: str | None = None
+    engine = False
     m = _SYSLOG.match(line)
     if m:
         pos = m.end()
@@ -127,15 +132,20 @@ def split_header(line: str, *, deep: bool = False) -> LineHeader:
             proc = (m.group("proc") or "").strip()
             stream += f"({proc} pid={pid})"
             rank = rank_of_process(proc) or rank
+            engine = True
         elif m := _VLLM_LEVEL.match(line, pos):
             level = m.group("level")
+            engine = True
         elif m := _SGLANG.match(line, pos):
             rank = m.group("ranks").strip() or rank
+            engine = True
         elif m := _TORCH_RANK.match(line, pos):
             rank = rank or f"rank{m.group('rank')}"
             stream += f"[rank{m.group('rank')}]"
+            engine = True
         elif m := _GLOG.match(line, pos):
             level = _GLOG_LEVEL[m.group("sev")]
+            engine = True
         elif not deep:
             break
         elif m := _ARTEFACT.match(line, pos):
@@ -154,7 +164,7 @@ def split_header(line: str, *, deep: bool = False) -> LineHeader:
         if m.end() == pos:
             break
         pos = m.end()
-    return LineHeader(ident, pid, stream, rank, level, line[pos:], pos > 0)
+    return LineHeader(ident, pid, stream, rank, level, line[pos:], pos > 0, engine)
 
 
 def parse_rank(line: str) -> str | None:

@@ -59,8 +59,9 @@ class _Feed:
         self.tracker = PhaseTracker(self.engine)
 
     def analyse(self, entry: JournalEntry) -> ReadEntry:
-        phase = self.tracker.feed(entry.message, entry.ts)
-        findings = tuple(self.triager.feed(entry.message, entry.ts))
+        # Who wrote the entry decides what it may say: systemd's milestones come only from systemd.
+        phase = self.tracker.feed(entry.message, entry.ts, entry.by_systemd)
+        findings = tuple(self.triager.feed(entry.message, entry.ts, entry.by_systemd))
         for finding in findings:  # a fatal line ends the start: later lines of it move no phase
             if finding.fatal and finding.cls is not FindingClass.UNIT_FAILED:
                 phase = self.tracker.mark_failed(entry.ts, finding.summary, finding.rank) or phase

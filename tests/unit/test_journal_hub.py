@@ -91,7 +91,8 @@ async def test_each_line_is_triaged_once_for_every_reader(journal, monkeypatch) 
 
     calls = []
     real_feed = triage.Triager.feed
-    monkeypatch.setattr(triage.Triager, "feed", lambda self, line, ts=None: calls.append(line) or real_feed(self, line, ts))
+    monkeypatch.setattr(triage.Triager, "feed",
+                        lambda self, line, ts=None, systemd=None: calls.append(line) or real_feed(self, line, ts, systemd))
     hub = JournalHub(lambda: journal)
     journal.add("start")
     a = hub.subscribe("u.service", engine=Engine.SGLANG, lines=10)

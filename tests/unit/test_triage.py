@@ -334,7 +334,8 @@ def test_findings_carry_ts():
         ("vllm_kv_too_small.log", ["engine_init", "kv_cache_too_small", "engine_init"]),
         ("vllm_memory_in_use.log", ["engine_init", "memory_in_use", "engine_init"]),
         ("vllm_weight_load_error.log", ["weight_load_error", "engine_init", "engine_init"]),
-        ("systemd_restart_loop.log", ["unit_failed"] * 4 + ["host_oom"] * 2 + ["unit_failed", "host_oom"]),
+        # Three starts: each start's exit is its own finding, so the one that recurs is listed again.
+        ("systemd_restart_loop.log", ["unit_failed"] * 8 + ["host_oom"] * 2 + ["unit_failed", "host_oom"]),
     ],
 )
 def test_fixture_logs(name, expected):

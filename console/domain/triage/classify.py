@@ -7,6 +7,7 @@ frames told it.
 
 from __future__ import annotations
 
+from console.domain.log_origin import by_systemd, is_request_text
 from console.domain.models import Finding, FindingClass
 from console.domain.rank import split_header
 from console.domain.triage.catalogue import hint_for
@@ -43,7 +44,8 @@ def quiet(payload: str, level: str | None) -> bool:
 
 
 def finding_of(
-    text: str, line: str, rank: str | None, level: str | None, ts: float | None, seq: int, block: Block | None
+    text: str, line: str, rank: str | None, level: str | None, ts: float | None, seq: int, block: Block | None,
+    *, systemd: bool = False,
 ) -> Finding | None:
     """Classify a message; None when no signature names it.
 
@@ -55,8 +57,9 @@ def finding_of(
         ts: When it was logged.
         seq: The number of its line in the stream.
         block: The traceback it ends, when it ends one (its frames give weight-load and capture context).
+        systemd: Whether systemd wrote it (only then are systemd's words about the unit read).
     """
-    found = read_signature(text, rank)
+    found = read_signature(text, rank, systemd=systemd)
     if found is None:
         # An exception no signature names, raised in the weight loader or a CUDA-graph capture, is
         # that step failing (`KeyError: 'midlayer...weight'` in load_weights).
@@ -77,19 +80,23 @@ def finding_of(
     )
 
 
-def classify_line(line: str) -> Finding | None:
+def classify_line(line: str, *, systemd: bool | None = None) -> Finding | None:
     """Classify one log line on its own.
 
     Args:
         line: One line of engine or systemd output, with or without a journal prefix.
+        systemd: Whether systemd wrote it, as its journal entry says; None when only the line's shape
+            can tell (log_origin.by_systemd).
 
     Returns:
-        A finding, or None for an ordinary line (including the harmless NCCL bind warning).
+        A finding, or None for an ordinary line (including the harmless NCCL bind warning) and for a
+        request's text that the engine logged.
     """
     if not may_match(line):
         return None
     line = line.rstrip("\r\n")
     header = split_header(line, deep=True)
-    if header.payload[:1] in (" ", "\t"):
-        return None  # a traceback frame or quoted source code, not a message
-    return finding_of(header.payload, line, header.rank, header.level, None, 0, None)
+    if header.payload[:1] in (" ", "\t") or is_request_text(header.payload):
+        return None  # a traceback frame or quoted source code, or a client's text: not a message
+    return finding_of(header.payload, line, header.rank, header.level, None, 0, None,
+                      systemd=by_systemd(header, systemd, about_unit=True))

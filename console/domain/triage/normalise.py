@@ -16,8 +16,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from console.domain.log_origin import names_a_unit
 from console.domain.models import Finding, FindingClass
-from console.domain.rank import LineHeader
+from console.domain.rank import LineHeader, split_header
 from console.domain.triage.signatures import PARAM_NAME
 
 TRACEBACK_MARKER = "Traceback (most recent call last):"
@@ -73,12 +74,6 @@ def is_frame(payload: str) -> bool:
     """A traceback's frame, source line, caret line or blank line: not its final message. A frame
     may have lost its indent (issue trackers and log shippers strip leading blanks)."""
     return not payload.strip() or payload[0] in (" ", "\t") or payload.startswith(FRAME_MARKER)
-
-
-def is_systemd_line(payload: str) -> bool:
-    """A line systemd writes about a unit (`UNIT: Main process exited, ...`), not the engine's output."""
-    unit, sep, _ = payload.partition(": ")
-    return bool(sep) and unit.endswith((".service", ".scope")) and " " not in unit
 
 
 @dataclass(slots=True)
@@ -175,6 +170,24 @@ def opening_context(header: LineHeader, before: str, prev: LineHeader | None) ->
     return None, headline
 
 
+def open_block(header: LineHeader, prev: str | None, seq: int) -> Block:
+    """A traceback opened at its marker (line `seq`), with what its opening says; or (prev None) at a
+    frame: an excerpt that starts inside one, whose opening is not known.
+
+    Args:
+        header: The header of the line that opened it.
+        prev: The line before it ("" at a log's start), or None for an excerpt.
+        seq: The line's number in the stream.
+    """
+    fatal, headline = None, None
+    if prev is not None:
+        before = header.payload.split(TRACEBACK_MARKER, 1)[0]
+        prev_header = split_header(prev.rstrip("\r\n"), deep=True) if prev else None
+        fatal, headline = opening_context(header, before, prev_header)
+    return Block(header.rank, seq, header.level, fatal, headline, handled=fatal is False,
+                 weights=names_a_parameter(headline))
+
+
 @dataclass(slots=True)
 class Pending:
     """A message whose next lines may continue it; `finding` is its classification so far."""
@@ -223,7 +236,7 @@ def continues(pending: Pending, header: LineHeader, raw_len: int) -> bool:
         return stripped.startswith("what():")
     if stripped.startswith(_MESSAGE_ENDS) or exception_name(payload) and ": " in payload[:120]:
         return False
-    if is_systemd_line(payload):
+    if names_a_unit(payload):
         return False  # systemd's own line about the unit: never the engine's message
     if not header.tagged:
         return True

@@ -32,6 +32,7 @@ class Signature:
     needles: tuple[str, ...]
     read: Reader
     exception_needles: tuple[str, ...] = ()
+    systemd: bool = False  # systemd's own words about the unit: read only in systemd's lines
 
 
 SIGNATURES: tuple[Signature, ...] = (
@@ -114,7 +115,7 @@ SIGNATURES: tuple[Signature, ...] = (
     Signature(C.ENGINE_ERROR, ("Fatal Python error", "terminate called after throwing", "what():",
                                "died, exit code", "SIGABRT", "SIGILL", "SIGFPE", "core dumped"), host.fatal_end),
     Signature(C.UNIT_FAILED, ("Main process exited, code=", "Failed with result '", "Start request repeated too quickly",
-                              "Failed at step", "Failed to execute"), host.unit_failed),
+                              "Failed at step", "Failed to execute"), host.unit_failed, systemd=True),
 )
 
 #: Short substrings such that every needle contains one (a unit test checks it), and "rror" and
@@ -128,14 +129,17 @@ GATES: tuple[str, ...] = (
 ALL_NEEDLES: tuple[str, ...] = tuple(dict.fromkeys(n for sig in SIGNATURES for n in sig.needles))
 
 
-def read_signature(text: str, rank: str | None) -> tuple[C, Reading] | None:
+def read_signature(text: str, rank: str | None, *, systemd: bool = False) -> tuple[C, Reading] | None:
     """The first signature that matches a message, with its reading (its class may differ from the
-    signature's: see Reading.cls); None for an ordinary message."""
+    signature's: see Reading.cls); None for an ordinary message. systemd's own words about the unit
+    are read only in a line systemd wrote (`systemd`), never in an engine's text."""
     for needle in HARMLESS:
         if needle in text:
             return None
     in_exception = "rror" in text or "xception" in text
     for sig in SIGNATURES:
+        if sig.systemd and not systemd:
+            continue
         hit = any(needle in text for needle in sig.needles) or (
             in_exception and any(needle in text for needle in sig.exception_needles)
         )

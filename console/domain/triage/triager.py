@@ -4,7 +4,9 @@
 (rank.py, keeping the rank each names), follows tracebacks to their final exception with the context
 that opened them and the frames they passed (normalise.py), reads the message a traceback's opening
 line carries, rejoins wrapped messages and C++ `what():` lines, names what no signature names
-(open_world.py), and reports each failure once per rank. decisive.py picks the root cause.
+(open_world.py), and reports each failure once per rank and start (starts.py). root_cause.py picks
+the root cause. It reads the engine's own output and systemd's own lines: a request's text that the
+engine logged is never a finding (log_origin.py).
 
 Speed: an ordinary line is rejected by plain substring checks (the gates) before any regex runs, so
 the journal pane can classify hundreds of thousands of lines per second (bench/triage_throughput.py).
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from console.domain.log_origin import by_systemd, is_request_text, names_a_unit
 from console.domain.models import Engine, Finding, FindingClass
 from console.domain.rank import LineHeader, parse_rank, split_header
 from console.domain.triage.classify import MAX_LINE_CHARS, QUIET_LEVELS, classify_line, finding_of, may_match
@@ -25,17 +28,16 @@ from console.domain.triage.normalise import (
     continues,
     exception_name,
     is_frame,
-    is_systemd_line,
     looks_incomplete,
     may_continue,
-    names_a_parameter,
     oom_cut,
-    opening_context,
+    open_block,
 )
 from console.domain.triage.open_world import end_of_log, open_world
 from console.domain.triage.root_cause import decisive
 from console.domain.triage.signature_table import read_signature
 from console.domain.triage.signatures import clip
+from console.domain.triage.starts import StartFindings, StartTracker
 from console.domain.triage.wraps import WRAP_WIDTH, WrapReader
 
 __all__ = ["Triager", "classify_line", "decisive", "parse_rank", "triage_lines"]
@@ -45,7 +47,6 @@ _BLOCK_LINES = 400
 _MAX_OPEN_BLOCKS = 64
 # Lines (of any writer) after a traceback's final line that may continue its message.
 _TAIL_LINES = 40
-_MAX_HISTORY = 512
 
 class Triager:
     """Reads a log stream line by line and reports each failure once per rank.
@@ -53,20 +54,22 @@ class Triager:
     Args:
         engine: The engine behind the log, when known (kept for callers; triage reads both engines).
         max_remembered: How many distinct findings to remember for de-duplication.
+
+    Attributes:
+        start: Which start of the unit the log is in, and the line that began it (starts.py).
     """
 
     def __init__(self, engine: Engine | None = None, *, max_remembered: int = 4096) -> None:
         self.engine = engine
-        self._max_remembered = max_remembered
         self._blocks: dict[str, Block] = {}
         self._tails: dict[str, tuple[FindingClass, int]] = {}
-        self._seen: dict[tuple[FindingClass, str | None, str], None] = {}
+        self._found = StartFindings(max_remembered)
         self._pending: Pending | None = None
-        self._history: list[Finding] = []
         self._loose: Finding | None = None  # an exception line outside any traceback: the end, if the log ends
         self._prev = ""
         self._wrap = WrapReader()  # lines a terminal hard-wrapped (wraps.py)
         self._count = 0
+        self.start = StartTracker()
 
     @property
     def lines_read(self) -> int:
@@ -78,25 +81,32 @@ class Triager:
         failure that recurs in the new start is reported again."""
         self._blocks.clear()
         self._tails.clear()
-        self._seen.clear()
-        self._history.clear()
+        self._found.clear()
         self._pending = None
         self._loose = None
         self._wrap.joined = None
 
-    def feed(self, line: str, ts: float | None = None) -> list[Finding]:
+    def feed(self, line: str, ts: float | None = None, systemd: bool | None = None) -> list[Finding]:
         """Read one line.
 
         Args:
             line: One log line (a trailing newline is ignored).
             ts: When the line was logged (POSIX seconds), copied into the finding.
+            systemd: Whether systemd wrote it, as its journal entry says (True: systemd's own line about
+                the unit, False: the unit's output); None for a pasted log, where the line's shape
+                decides. systemd's words about the unit count only in systemd's lines.
 
         Returns:
-            The findings this line completes: usually none, at most two.
+            The findings this line completes: usually none, at most two (a start's last message, when
+            this line begins the next start).
         """
         self._count += 1
         prev, self._prev = self._prev, line
         rest = self._wrap.may_be_rest(line, prev) and self._pending is None
+        if self.start.read(line, self._count, systemd):
+            out = self._flush()  # the message the last start was still assembling is that start's
+            self.reset()
+            return out
         ordinary = not may_match(line)
         if self._count & 15 == 0 and (self._blocks or self._tails):
             self._expire()
@@ -104,6 +114,8 @@ class Triager:
             return []  # the common case: no gate, and no message that this line may continue
         line = line.rstrip("\r\n")
         header = split_header(line, deep=True)
+        if is_request_text(header.payload):
+            return self._flush()  # a client's or the model's text: never a finding, nor part of one
         out: list[Finding] = []
         # A rest is joined unless it names a class on its own (a line of its own after a long one).
         if rest and header.stream not in self._blocks and (ordinary or read_signature(header.payload, None) is None) and (
@@ -132,7 +144,7 @@ class Triager:
             return out
         if payload.lstrip().startswith("what():"):
             return out + self._start_pending(line, header, header.rank, ts, None, payload.lstrip())
-        return out + self._plain_line(line, header, ts)
+        return out + self._plain_line(line, header, ts, by_systemd(header, systemd, about_unit=True))
 
     # -- tracebacks ---------------------------------------------------------------------------------
 
@@ -142,14 +154,7 @@ class Triager:
         self._tails.pop(header.stream, None)
         if len(self._blocks) >= _MAX_OPEN_BLOCKS:
             self._blocks.pop(next(iter(self._blocks)))
-        fatal, headline = None, None
-        if prev is not None:
-            before = header.payload.split(TRACEBACK_MARKER, 1)[0]
-            prev_header = split_header(prev.rstrip("\r\n"), deep=True) if prev else None
-            fatal, headline = opening_context(header, before, prev_header)
-        block = Block(header.rank, self._count, header.level, fatal, headline, handled=fatal is False,
-                      weights=names_a_parameter(headline))
-        self._blocks[header.stream] = block
+        block = self._blocks[header.stream] = open_block(header, prev, self._count)
         return block
 
     def _opening_message(self, line: str, header: LineHeader, block: Block, ts: float | None) -> list[Finding]:
@@ -235,7 +240,7 @@ class Triager:
 
     # -- lines outside tracebacks -------------------------------------------------------------------
 
-    def _plain_line(self, line: str, header: LineHeader, ts: float | None) -> list[Finding]:
+    def _plain_line(self, line: str, header: LineHeader, ts: float | None, systemd: bool = False) -> list[Finding]:
         payload = header.payload
         if payload[:1] in (" ", "\t"):
             if payload[:1] == "\t" or payload[1:2] in (" ", "\t"):
@@ -244,7 +249,7 @@ class Triager:
         tail = self._tails.get(header.stream)
         # systemd's own lines about the unit belong to no rank, whatever the engine logged last.
         rank = header.rank
-        finding = finding_of(payload, line, rank, header.level, ts, self._count, None)
+        finding = finding_of(payload, line, rank, header.level, ts, self._count, None, systemd=systemd)
         if finding is None:
             if header.level not in QUIET_LEVELS and exception_name(payload) is not None and ": " in payload:
                 self._loose = Finding(FindingClass.TRACEBACK, line[:MAX_LINE_CHARS],
@@ -253,24 +258,16 @@ class Triager:
                     return self._start_pending(line, header, rank, ts, None, payload)
             self._wrap.open_head = len(line) >= WRAP_WIDTH and header.level not in QUIET_LEVELS
             return []
-        if tail is not None and finding.cls == tail[0] and not is_systemd_line(payload):
+        if tail is not None and finding.cls == tail[0] and not names_a_unit(payload):
             return []  # the same error's message, continued (NCCL's `ncclUnhandledCudaError: ...`)
         if oom_cut(finding, payload) or payload.startswith("terminate called"):
             return self._start_pending(line, header, rank, ts, None, payload)
         return self._report(finding)
 
     def _report(self, finding: Finding | None) -> list[Finding]:
-        if finding is None:
+        if finding is None or not self._found.add(finding):
             return []
-        key = (finding.cls, finding.rank, finding.summary)
-        if key in self._seen:
-            return []
-        if len(self._seen) >= self._max_remembered:
-            self._seen.pop(next(iter(self._seen)))
-        self._seen[key] = None
-        self._history.append(finding)
-        if len(self._history) > _MAX_HISTORY:
-            del self._history[: len(self._history) - _MAX_HISTORY]
+        self.start.note(finding)
         return [finding]
 
     # -- the end of a log, and its decisive finding -------------------------------------------------
@@ -279,17 +276,17 @@ class Triager:
         """The log has ended: return the findings that completes (what it was still assembling, and
         what it ended on when no cause is named: open_world.end_of_log)."""
         out = self._flush()
-        return out + self._report(end_of_log(self._history, self._loose, self._blocks.values(), self._count))
+        return out + self._report(end_of_log(self._found.history, self._loose, self._blocks.values(), self._count))
 
     def findings(self) -> list[Finding]:
-        """Every finding reported since the last reset, oldest first (the last 512)."""
-        return list(self._history)
+        """Every finding of the current start (reported since the last reset), oldest first (the last 512)."""
+        return list(self._found.history)
 
     def decisive(self) -> Finding | None:
         """The root cause of the failure read so far, with its consequences folded under it."""
         if self._pending is not None:
             self._flush()
-        return decisive(self._history)
+        return decisive(self._found.history)
 
 
 def triage_lines(lines: Iterable[str], engine: Engine | None = None) -> list[Finding]:

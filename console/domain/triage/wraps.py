@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from console.domain.log_origin import is_request_text
 from console.domain.rank import LineHeader, split_header
 from console.domain.triage.normalise import WRAP_WIDTH, exception_name, is_frame
 
@@ -100,6 +101,8 @@ def join_rest(joined: Joined | None, prev: str, header: LineHeader) -> Joined | 
         prev_header = split_header(first, deep=True)
         if prev_header.payload and is_frame(prev_header.payload):
             return None  # a frame's rest: its traceback reads it (normalise.Block.note_frame)
+        if is_request_text(prev_header.payload):
+            return None  # a client's text is never the head of a message
         joined = Joined(prev_header, first, prev_header.payload)
     return joined if joined.add(header.payload) else None
 

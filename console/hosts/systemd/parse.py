@@ -177,9 +177,12 @@ def journal_entry_from_json(line: str, unit: str) -> JournalEntry | None:
         ts = 0.0
     pid = _int_or_none(_first(fields.get("_PID")))
     comm = _first(fields.get("_COMM"))
-    from_manager = pid == 1 or comm == "systemd"
+    # systemd's own line about a unit names it in UNIT=, a field the unit's stdout can never carry
+    # (journald sets _SYSTEMD_UNIT there): so an engine's text can never pass for systemd's.
+    manager = pid == 1 or comm == "systemd" or _first(fields.get("SYSLOG_IDENTIFIER")) == "systemd"
+    from_manager = manager and _first(fields.get("UNIT")) is not None
     if from_manager:
-        entry_unit = _first(fields.get("UNIT")) or _first(fields.get("_SYSTEMD_UNIT")) or unit
+        entry_unit = _first(fields.get("UNIT")) or unit
     else:
         entry_unit = _first(fields.get("_SYSTEMD_UNIT")) or _first(fields.get("UNIT")) or unit
     return JournalEntry(

@@ -95,7 +95,7 @@ class StartWatch:
         self._verdict: asyncio.Future[Verdict] | None = None
         self._cursor: str | None = None
         self._last_phase: Phase | None = None
-        self._log: deque[tuple[str, float]] = deque(maxlen=START_LOG_LINES)  # this start's own lines
+        self._log: deque[tuple[str, float, bool]] = deque(maxlen=START_LOG_LINES)  # this start's own lines
 
     # -- plumbing ----------------------------------------------------------------------------------------
 
@@ -161,7 +161,7 @@ class StartWatch:
     def on_entry(self, read: ReadEntry) -> None:
         """Take one journal entry's phase and findings, and decide if it is decisive."""
         entry, event = read.entry, read.phase
-        self._log.append((entry.message, entry.ts))
+        self._log.append((entry.message, entry.ts, entry.by_systemd))
         if event is not None and self.phase is Phase.FAILED:
             event = None  # a straggler line of the start that already failed
         if event is not None:
@@ -253,8 +253,8 @@ class StartWatch:
     def _ended_on(self) -> Finding | None:
         """The start's own log read as an ended log (a live stream never ends): the end-of-log rules."""
         triager = Triager(self.service.engine)
-        for message, ts in self._log:
-            triager.feed(message, ts)
+        for message, ts, by_systemd in self._log:
+            triager.feed(message, ts, by_systemd)
         triager.finish()
         return triager.decisive()
 

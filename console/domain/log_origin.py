@@ -1,0 +1,84 @@
+"""Who wrote a log line: systemd about the unit, the engine itself, or a request the engine logged.
+
+Triage and the start-up phases read the engine's own output and systemd's own lines, never a phrase
+that merely appears somewhere in a line:
+
+- A journal entry says who wrote it: journald's trusted fields mark systemd's lines (PID 1, `UNIT=`),
+  and the unit's stdout carries `_SYSTEMD_UNIT` (hosts/systemd/parse.py). Callers pass that on as
+  `by_systemd`.
+- A pasted log has no fields, so the line's shape decides: systemd's line carries systemd's syslog
+  prefix (`host systemd[1]: `), or, as `journalctl -o cat` prints it, no prefix at all.
+- Engines log requests and their answers (SGLang `--log-requests`, vLLM `--enable-log-requests` and
+  `--enable-log-outputs`), and uvicorn logs each request line: that text is a user's or the model's.
+  Python's repr and JSON escape newlines, so such a request stays on its one line.
+"""
+
+from __future__ import annotations
+
+import re
+
+from console.domain.rank import LineHeader
+
+# The opening of a logged request or answer, as the engines write it (after their prefixes).
+_LOGGED_REQUEST = re.compile(
+    r"(?:Receive(?: \w{1,20})?: obj="  # SGLang 0.4+: `Receive: obj=GenerateReqInput(text='...')`, `Receive OpenAI: obj=`
+    r"|Finish: obj="  # SGLang: the request and its answer, `, out={'text': ...}`
+    r"|in=\w{0,60}ReqInput\("  # SGLang before 0.4: `in=GenerateReqInput(...), out={...}`
+    r"|\{\"[^{}\n]{0,120}?\"event\": \"request\."  # SGLang `--log-requests-format json`
+    r"|Received (?:\w{1,30} )?request "  # vLLM: `Received request cmpl-1: prompt: '...'` / `: params: ...`
+    r"|Request \S{1,200} details: "  # vLLM 0.10+ at DEBUG: `Request X details: prompt: '...'`
+    r"|Generated response "  # vLLM `--enable-log-outputs`: `Generated response X: output: '...'`
+    r"|(?:Added|Finished|Aborted) request "  # vLLM: a request's id, which a client may choose (X-Request-Id)
+    r")"
+)
+# uvicorn's access line: `127.0.0.1:51234 - "POST /generate HTTP/1.1" 200 OK` (the path is the client's).
+_ACCESS_LINE = re.compile(r"[\w.:\[\]%-]{1,80}:\d{1,5} - \"[A-Z]{3,10} ")
+#: Each engine's first line of a start: SGLang's launcher dumps its ServerArgs, vLLM prints its version.
+ENGINE_FIRST_LINES = ("server_args=ServerArgs(", "vLLM API server version")
+#: systemd's line that begins a start of the unit (`Started sglang.service - SGLang.`).
+SYSTEMD_STARTED = "Started "
+
+
+def is_logged_request(payload: str) -> bool:
+    """Whether a message (its prefixes stripped) is an engine's log of a request or of its answer."""
+    return _LOGGED_REQUEST.match(payload) is not None
+
+
+def is_request_text(payload: str) -> bool:
+    """Whether a message's text is a client's or the model's: a logged request or answer, or uvicorn's
+    access line (whose path and query the client wrote)."""
+    return _LOGGED_REQUEST.match(payload) is not None or _ACCESS_LINE.match(payload) is not None
+
+
+def names_a_unit(payload: str) -> bool:
+    """Whether a message opens with the unit it is about (`sglang.service: Main process exited, ...`),
+    as systemd's lines about a unit do."""
+    end = payload.find(": ", 0, 256)  # a unit's name is at most 256 characters: a 1 MB line costs no more
+    if end <= 0:
+        return False
+    unit = payload[:end]
+    return unit.endswith((".service", ".scope")) and " " not in unit
+
+
+def by_systemd(header: LineHeader, said: bool | None, *, about_unit: bool = False) -> bool:
+    """Whether systemd wrote the line.
+
+    Args:
+        header: The line's header.
+        said: What the journal entry says (True: systemd's own entry, False: the unit's output), or None
+            for a pasted log, where the line's shape decides: systemd's syslog prefix, or no writer's
+            prefix at all (no engine's prefix, level or rank).
+        about_unit: A line about the unit's end (`Main process exited`, `Failed with result`) must,
+            when nothing but its shape tells, also open with the unit's name, as systemd's do.
+    """
+    if said is not None:
+        return said
+    if header.ident is not None:
+        return header.ident == "systemd"
+    bare = not header.engine and header.level is None and header.rank is None
+    return bare and (not about_unit or names_a_unit(header.payload))
+
+
+def opens_engine_start(payload: str) -> bool:
+    """Whether a message is an engine's first line of a start (never a request: it opens the message)."""
+    return payload.startswith(ENGINE_FIRST_LINES)

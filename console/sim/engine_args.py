@@ -55,6 +55,8 @@ class EngineArgs:
     """Which engine this run speaks: "sglang" (`console.sim.sglang`) or "vllm" (`console.sim.vllm`)."""
     gpu_memory_utilization: float = 0.9
     """vLLM's `--gpu-memory-utilization`: the share of each card weights, activations and KV may use."""
+    kv_cache_memory_bytes: int | None = None
+    """vLLM's `--kv-cache-memory-bytes`: the KV cache per worker, in place of what the utilization leaves."""
 
 
 def resolve_config_path(model_path: str) -> Path:

@@ -27,7 +27,7 @@ from console.sim.metrics import Metrics
 DEFAULT_MAX_TOKENS = 128
 
 
-def _access_logger_for(log: UvicornLog) -> type[AbstractAccessLogger]:
+def _access_logger_for(log: UvicornLog, *, agent: bool) -> type[AbstractAccessLogger]:
     class UvicornAccessLogger(AbstractAccessLogger):
         """Writes `INFO:     127.0.0.1:51234 - "GET /health HTTP/1.1" 200 OK "agent"` per request."""
 
@@ -43,17 +43,23 @@ def _access_logger_for(log: UvicornLog) -> type[AbstractAccessLogger]:
             except ValueError:
                 phrase = ""
             version = f"{request.version.major}.{request.version.minor}"
-            # uvicorn's line, and the client's User-Agent after it (as a combined log has it), so the
-            # console's own probes can be told by their agent in the simulated journal
-            agent = request.headers.get("User-Agent", "-").replace('"', "'")
-            log.uvicorn("INFO", f'{client} - "{request.method} {request.path_qs} HTTP/{version}" '
-                                f'{response.status} {phrase} "{agent}"')
+            line = f'{client} - "{request.method} {request.path_qs} HTTP/{version}" {response.status} {phrase}'
+            if agent:  # the client's User-Agent after it, as a combined log has it
+                line += ' "' + request.headers.get("User-Agent", "-").replace('"', "'") + '"'
+            log.uvicorn("INFO", line)
 
     return UvicornAccessLogger
 
 
 class EngineHttp:
-    """The aiohttp application and its runner."""
+    """The aiohttp application and its runner.
+
+    The OpenAI stream's shape is SGLang's here; an engine that streams otherwise overrides the hooks
+    `stream_id`, `choice_fields`, `usage_fields` and `chunk_json`, and `access_agent`.
+    """
+
+    #: The access log shows the client's User-Agent (SGLang's simulated log does; real uvicorn does not).
+    access_agent = True
 
     def __init__(self, *, served_name: str, model_path: str, context_len: int, generator: Generator,
                  metrics: Metrics, log: UvicornLog, metrics_enabled: bool = True) -> None:
@@ -78,7 +84,7 @@ class EngineHttp:
 
     async def start(self, host: str, port: int) -> None:
         """Listen on host:port; raises OSError (errno 98) if the address is taken."""
-        runner = web.AppRunner(self.app, access_log_class=_access_logger_for(self.log),
+        runner = web.AppRunner(self.app, access_log_class=_access_logger_for(self.log, agent=self.access_agent),
                                handle_signals=False)
         await runner.setup()
         site = web.TCPSite(runner, host, port)
@@ -96,6 +102,28 @@ class EngineHttp:
         if self.runner is not None:
             await self.runner.cleanup()
             self.runner = None
+
+    # -- the stream's shape (engines differ) ------------------------------------------------------
+    def stream_id(self, chat: bool) -> str:
+        return uuid.uuid4().hex
+
+    def choice_fields(self, chat: bool, opening: bool, finishing: bool) -> dict[str, Any]:
+        """Fields a streamed choice carries beyond index, text/delta, logprobs and finish_reason."""
+        return {}
+
+    def opening_fields(self, chat: bool) -> dict[str, Any]:
+        """Top-level fields of a stream's opening chunk (a chat's role chunk; a completion's empty one)."""
+        return {}
+
+    #: A completion stream opens with an empty-text chunk before the first token (vLLM's does).
+    opens_with_empty_text = False
+
+    def usage_fields(self) -> dict[str, Any]:
+        """Fields the usage chunk carries beyond its usage."""
+        return {}
+
+    def chunk_json(self, doc: dict[str, Any]) -> str:
+        return json.dumps(doc)
 
     # -- endpoints -------------------------------------------------------------------------------
     async def models(self, request: web.Request) -> web.Response:
@@ -189,7 +217,7 @@ class EngineHttp:
                         chat: bool) -> web.StreamResponse:
         raw = body.get("max_tokens", body.get("max_completion_tokens"))
         max_tokens = self._max_tokens(raw)
-        rid = uuid.uuid4().hex
+        rid = self.stream_id(chat)
         kind = "chat.completion" if chat else "text_completion"
         model = body.get("model") or self.served_name
         created = int(time.time())
@@ -210,16 +238,20 @@ class EngineHttp:
         await response.prepare(request)
         chunk_kind = "chat.completion.chunk" if chat else "text_completion"
 
-        async def send(choice: dict[str, Any]) -> None:
-            doc = {"id": rid, "object": chunk_kind, "created": created, "model": model, "choices": [choice]}
-            await response.write(f"data: {json.dumps(doc)}\n\n".encode())
+        async def send(choice: dict[str, Any], opening: bool = False) -> None:
+            doc = {"id": rid, "object": chunk_kind, "created": created, "model": model,
+                   "choices": [{**choice, **self.choice_fields(chat, opening, choice["finish_reason"] is not None)}],
+                   **(self.opening_fields(chat) if opening else {})}
+            await response.write(f"data: {self.chunk_json(doc)}\n\n".encode())
 
         # As SGLang streams: a chat stream opens with a role-only chunk (empty content); the last token's
         # chunk carries finish_reason; with stream_options.include_usage a last chunk has no choices
         # and the usage.
         if chat:
             await send({"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None,
-                        "finish_reason": None})
+                        "finish_reason": None}, opening=True)
+        elif self.opens_with_empty_text:
+            await send({"index": 0, "text": "", "logprobs": None, "finish_reason": None}, opening=True)
         sent = 0
         async with self._tokens(prompt_tokens, max_tokens) as tokens:
             async for token in tokens:
@@ -233,8 +265,8 @@ class EngineHttp:
         options = body.get("stream_options")
         if isinstance(options, dict) and options.get("include_usage"):
             doc = {"id": rid, "object": chunk_kind, "created": created, "model": model, "choices": [],
-                   "usage": usage}
-            await response.write(f"data: {json.dumps(doc)}\n\n".encode())
+                   "usage": usage, **self.usage_fields()}
+            await response.write(f"data: {self.chunk_json(doc)}\n\n".encode())
         await response.write(b"data: [DONE]\n\n")
         await response.write_eof()
         return response

@@ -1,11 +1,12 @@
-"""The engine's Prometheus metrics (`sglang:` or `vllm:` names), in the text format prometheus_client writes.
+"""The engine's measured figures, and SGLang's /metrics (`sglang:` names) in prometheus_client's text format.
 
 Latencies are measured in real (wall-clock) seconds, so they agree with what a client measures
-whatever the time scale.
+whatever the time scale. vLLM's families are written by console/sim/vllm/metrics_text.py from the same figures.
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 _TTFT_BUCKETS = (
@@ -52,6 +53,7 @@ _TPOT_BUCKETS = (
     2.5,
 )
 _E2E_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 40.0, 60.0, 120.0, 300.0, 600.0)
+_TOKEN_COUNT_BUCKETS = (1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0, 2000.0, 5000.0)
 
 
 @dataclass
@@ -87,16 +89,30 @@ class Metrics:
     num_requests_total: int = 0
     ttft: Histogram = field(default_factory=lambda: Histogram(_TTFT_BUCKETS))
     tpot: Histogram = field(default_factory=lambda: Histogram(_TPOT_BUCKETS))
+    """Each gap between two tokens of a request (SGLang's time per output token, vLLM's ITL)."""
     e2e: Histogram = field(default_factory=lambda: Histogram(_E2E_BUCKETS))
+    request_prompt_tokens: Histogram = field(default_factory=lambda: Histogram(_TOKEN_COUNT_BUCKETS))
+    request_generation_tokens: Histogram = field(default_factory=lambda: Histogram(_TOKEN_COUNT_BUCKETS))
+    started_at: float = field(default_factory=time.time)
+
+    @classmethod
+    def with_buckets(cls, ttft: tuple[float, ...], tpot: tuple[float, ...], e2e: tuple[float, ...],
+                     token_counts: tuple[float, ...]) -> Metrics:
+        """Metrics whose histograms have an engine's own bounds (vLLM's differ from SGLang's)."""
+        return cls(ttft=Histogram(ttft), tpot=Histogram(tpot), e2e=Histogram(e2e),
+                   request_prompt_tokens=Histogram(token_counts),
+                   request_generation_tokens=Histogram(token_counts))
 
     def request_started(self, prompt_tokens: int) -> None:
         self.prompt_tokens_total += prompt_tokens
         self.num_running_reqs += 1
+        self.request_prompt_tokens.observe(prompt_tokens)
 
     def request_finished(self, produced: int, e2e_s: float) -> None:
         self.num_running_reqs = max(0, self.num_running_reqs - 1)
         self.num_requests_total += 1
         self.e2e.observe(e2e_s)
+        self.request_generation_tokens.observe(produced)
         if self.num_running_reqs == 0:
             self.gen_throughput = 0.0
             self.num_used_tokens = 0
@@ -140,42 +156,6 @@ class Metrics:
         out.histogram(
             "e2e_request_latency_seconds", "Histogram of End-to-end request latency in seconds", self.e2e
         )
-        return out.text()
-
-    def render_vllm(self, model_name: str) -> str:
-        """The vLLM (V1 engine) /metrics body (`vllm:` names, labels `engine` and `model_name`)."""
-        out = _Exposition("vllm", f'engine="0",model_name="{model_name}"')
-        out.gauge(
-            "num_requests_running", "Number of requests in model execution batches.", self.num_running_reqs
-        )
-        out.gauge("num_requests_waiting", "Number of requests waiting to be processed.", 0)
-        out.gauge(
-            "kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", round(self.token_usage, 6)
-        )
-        out.counter("num_preemptions", "Cumulative number of preemption from the engine.", 0)
-        out.counter("prompt_tokens", "Number of prefill tokens processed.", self.prompt_tokens_total)
-        out.counter(
-            "generation_tokens", "Number of generation tokens processed.", self.generation_tokens_total
-        )
-        out.counter(
-            "prefix_cache_queries",
-            "Prefix cache queries, in terms of number of queried tokens.",
-            self.prompt_tokens_total,
-        )
-        out.counter("prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.", 0)
-        out.counter(
-            "request_success",
-            "Count of successfully processed requests.",
-            self.num_requests_total,
-            extra='finished_reason="length"',
-        )
-        out.histogram(
-            "time_to_first_token_seconds", "Histogram of time to first token in seconds.", self.ttft
-        )
-        out.histogram(
-            "inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", self.tpot
-        )
-        out.histogram("e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", self.e2e)
         return out.text()
 
 

@@ -63,9 +63,9 @@ def test_tp2_dies_building_the_model_with_vllms_oom_text(tmp_path: Path) -> None
     assert "(Worker_TP0 pid=" in text and "] WorkerProc failed to start." in text
     assert "PYTORCH_ALLOC_CONF=expandable_segments:True" in text
     assert any(
-        x.startswith("(EngineCore_DP0 pid=") and x.endswith("EngineCore failed to start.") for x in lines
+        x.startswith("(EngineCore pid=") and x.endswith("EngineCore failed to start.") for x in lines
     )
-    assert lines[-1].startswith("(APIServer pid=") and lines[-1].endswith(ENGINE_INIT_FAILED)
+    assert lines[-1] == ENGINE_INIT_FAILED  # the API server's traceback at exit is bare, as vLLM 0.32's
     tracker = PhaseTracker(Engine.VLLM)
     seen = [ev.phase for x in lines if (ev := tracker.feed(x, 0.0)) is not None]
     assert Phase.LOADING_WEIGHTS in seen and seen[-1] is Phase.FAILED
@@ -85,7 +85,7 @@ def test_tp2_dies_building_the_model_with_vllms_oom_text(tmp_path: Path) -> None
         (
             ["--gpu-memory-utilization", "0.735"],
             FindingClass.KV_CACHE_TOO_SMALL,
-            "ValueError: To serve at least one request with the models's max seq len (40960)",
+            "ValueError: To serve at least one request with the model's max seq len (40960)",
         ),
         (["--fail", "kv"], FindingClass.KV_CACHE_TOO_SMALL, "No available memory for the cache blocks"),
         (["--fail", "port"], FindingClass.PORT_IN_USE, "OSError: [Errno 98] Address already in use"),
@@ -97,7 +97,7 @@ def test_failures_print_vllms_text_and_exit_1(tmp_path: Path, flags: list[str], 
     assert code == 1
     assert text in "\n".join(lines)
     assert findings(lines, cls), "\n".join(lines[-30:])
-    assert lines[-1].startswith("(APIServer pid=")
+    assert lines[-1] in (ENGINE_INIT_FAILED, "OSError: [Errno 98] Address already in use")  # bare, at exit
 
 
 def test_memory_another_process_holds_refuses_the_start(tmp_path: Path) -> None:
@@ -128,9 +128,7 @@ def test_a_port_really_in_use_fails_before_the_engine_starts(tmp_path: Path) -> 
 def test_bad_layouts_and_unknown_flags(tmp_path: Path) -> None:
     code, lines = run_vllm(tmp_path, "-tp", "3", "--enable-expert-parallel")
     assert code == 1
-    assert lines[-1].startswith("(APIServer pid=") and lines[-1].endswith(
-        ") ValueError: 128 experts are not divisible by EP 3"
-    )
+    assert lines[-1] == "ValueError: 128 experts are not divisible by EP 3"  # a bare traceback at exit
     code, lines = run_vllm(tmp_path, "-tp", "4", "--fail", "kv", "--frobnicate", "7")
     assert code == 1
     assert any("WARNING" in x and "accepts and ignores --frobnicate" in x for x in lines[:3])
@@ -147,7 +145,7 @@ def test_worker_names_follow_vllm() -> None:
         "Worker_PP1_TP1",
     ]
     assert worker_name(Layout(tp=2, dp=2, ep=4), 1, 0, 1, 3) == "Worker_DP1_TP1_EP3"
-    assert worker_name(Layout(), 0, 0, 0, 0) == "EngineCore_DP0"  # one GPU: the engine core runs the model
+    assert worker_name(Layout(), 0, 0, 0, 0) == "Worker"  # 0.32's executor runs a worker even for one GPU
 
 
 def qwen_host(port: int, name: str = "h100") -> HostConfig:
@@ -263,11 +261,11 @@ def test_health_is_200_while_the_engine_lives_and_503_once_it_died(tmp_path: Pat
         out, _ = proc.communicate(timeout=10)
     finally:
         proc.kill()
-    assert proc.returncode == 1
+    assert proc.returncode == 0  # as the real API server after its engine core died (kill9-systemctl-show.txt)
     answered = [s for s in seen if s is not None]
     assert answered == [200, 503], seen
     lines = out.splitlines()
-    assert findings(lines, FindingClass.ILLEGAL_MEMORY_ACCESS)
+    assert any("MPClient: engine core exited unexpectedly" in x for x in lines)
     assert any("EngineDeadError: EngineCore encountered an issue." in x for x in lines)
 
 

@@ -25,7 +25,7 @@ from console.sim.engine_args import (
 
 VLLM_DEFAULT_PORT = 8000
 VLLM_FAILURES = ("port", "kv", "engine_dead")
-VLLM_VERSION = "0.11.0"
+VLLM_VERSION = "0.32.0"
 
 # vLLM flags accepted for fidelity that change nothing in the simulation.
 _NO_EFFECT_SWITCHES = (
@@ -58,6 +58,19 @@ _NO_EFFECT_OPTIONS = (
 )
 
 
+def human_readable_int(text: str) -> int:
+    """vLLM's sizes: `64M` is 64 MiB (an upper-case suffix is binary), `64m` 64 million (lower-case decimal)."""
+    units = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+    number, unit = (text[:-1], units[text[-1]]) if text and text[-1] in units else (text, 1)
+    try:
+        value = int(float(number) * unit)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a size: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"not a size: {text!r}")
+    return value
+
+
 def _build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m console.sim.vllm serve",
@@ -77,6 +90,7 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--enable-expert-parallel", action="store_true")
     p.add_argument("--gpu-memory-utilization", type=float, default=0.9)
     p.add_argument("--max-model-len", type=int, default=None)
+    p.add_argument("--kv-cache-memory-bytes", type=human_readable_int, default=None)
     p.add_argument("--host", default=None)
     p.add_argument("--port", type=int, default=VLLM_DEFAULT_PORT)
     for flag in _NO_EFFECT_SWITCHES:
@@ -186,5 +200,6 @@ def parse_vllm_args(argv: Sequence[str] | None = None) -> tuple[EngineArgs, dict
         ignored=tuple(arg.split("=", 1)[0] for arg in unknown if arg.startswith("-")),
         engine="vllm",
         gpu_memory_utilization=ns.gpu_memory_utilization,
+        kv_cache_memory_bytes=ns.kv_cache_memory_bytes,
     )
     return args, non_default_args(ns)

@@ -8,10 +8,15 @@ uses `vllm:` names; `/v1/models` says `owned_by: vllm` and gives `max_model_len`
 
 from __future__ import annotations
 
+import json
+import uuid
+from typing import Any
+
 from aiohttp import web
 
 from console.sim.http_server import EngineHttp
 from console.sim.vllm.args import VLLM_VERSION
+from console.sim.vllm.metrics_text import render_vllm_metrics
 
 #: What `Available routes are:` lists at start-up (the ones this server answers).
 ROUTES = (
@@ -25,10 +30,17 @@ ROUTES = (
 
 
 class VllmHttp(EngineHttp):
-    """EngineHttp with vLLM's routes and answers."""
+    """EngineHttp with vLLM's routes and answers, and vLLM 0.32's stream (tests/fixtures/vllm-real/stream-*.txt):
+    compact JSON, `cmpl-`/`chatcmpl-` ids, the token-id fields it adds, an empty opening chunk, and the
+    usage chunk's system_fingerprint. Its access log shows no User-Agent, as uvicorn's default does not."""
 
-    def __init__(self, **kwargs) -> None:
+    access_agent = False
+    opens_with_empty_text = True
+
+    def __init__(self, *, cache_info: dict[str, str] | None = None, **kwargs) -> None:
         super().__init__(**kwargs)
+        self.cache_info = cache_info or {}
+        """cache_config_info's labels: block size, memory utilisation, KV cache size."""
         self.engine_alive = True
         self.app = web.Application()
         router = self.app.router
@@ -41,6 +53,25 @@ class VllmHttp(EngineHttp):
 
     async def health(self, request: web.Request) -> web.Response:
         return web.Response(status=200 if self.engine_alive else 503)
+
+    def stream_id(self, chat: bool) -> str:
+        return f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex[:16]}"
+
+    def choice_fields(self, chat: bool, opening: bool, finishing: bool) -> dict[str, Any]:
+        if chat:
+            if opening:
+                return {}
+            return {"stop_reason": None, "token_ids": None} if finishing else {"token_ids": None}
+        return {"stop_reason": None, "prompt_token_ids": None, "token_ids": None}
+
+    def opening_fields(self, chat: bool) -> dict[str, Any]:
+        return {"prompt_token_ids": None, "prompt_text": None} if chat else {}
+
+    def usage_fields(self) -> dict[str, Any]:
+        return {"system_fingerprint": f"vllm-{VLLM_VERSION}-sim"}
+
+    def chunk_json(self, doc: dict[str, Any]) -> str:
+        return json.dumps(doc, separators=(",", ":"))
 
     async def version(self, request: web.Request) -> web.Response:
         return web.json_response({"version": VLLM_VERSION})
@@ -80,6 +111,5 @@ class VllmHttp(EngineHttp):
         )
 
     async def metrics_page(self, request: web.Request) -> web.Response:
-        return web.Response(
-            text=self.metrics.render_vllm(self.served_name), content_type="text/plain", charset="utf-8"
-        )
+        text = render_vllm_metrics(self.metrics, self.served_name, self.cache_info)
+        return web.Response(text=text, content_type="text/plain", charset="utf-8")

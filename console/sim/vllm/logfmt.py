@@ -1,9 +1,11 @@
 """How vLLM's processes write their lines: `(Worker_TP1_EP1 pid=3191) INFO 05-26 00:05:22 [file.py:N] msg`.
 
-vLLM (0.11) prefixes every line a child process writes with its process name and pid: the API server
-(`APIServer`), one engine core per data-parallel rank (`EngineCore_DP0`), and one worker per GPU named
-`Worker` + `_DP{d}` (dp > 1) + `_PP{p}` (pp > 1) + `_TP{t}` (tp > 1) + `_EP{e}` (expert parallel on).
-A replica of one GPU has no workers: its engine core runs the model itself. Lines are flushed one by one.
+vLLM 0.32 prefixes every logger line a child process writes with its process name and pid: the API
+server (`APIServer`), one engine core per data-parallel rank (`EngineCore`, or `EngineCore_DP0` ... with
+more than one), and one worker process per GPU, even for one GPU (the multiprocess executor). A worker
+is `Worker` until its distributed group is up, then `Worker` + `_DP{d}` (dp > 1) + `_PP{p}` (pp > 1) +
+`_TP{t}` (tp > 1) + `_EP{e}` (expert parallel on). What a process prints itself (tqdm bars, a traceback
+at exit, uvicorn's lines) carries no prefix. Lines are flushed one by one.
 """
 
 from __future__ import annotations
@@ -29,12 +31,19 @@ class Proc:
     def prefix(self) -> str:
         return f"({self.name} pid={self.pid})"
 
+    def renamed(self, name: str) -> Proc:
+        """The same process under the name it takes later (a worker once its group is up)."""
+        return Proc(name, self.pid)
+
+
+def core_name(dp_rank: int, dp: int) -> str:
+    """The engine core's process name: `EngineCore`, or `EngineCore_DP{d}` with data parallelism."""
+    return "EngineCore" if dp <= 1 else f"EngineCore_DP{dp_rank}"
+
 
 def worker_name(layout: Layout, dp_rank: int, pp_rank: int, tp_rank: int, ep_rank: int) -> str:
-    """vLLM's worker process name, e.g. `Worker_TP1_EP1` or `Worker_PP1_TP0`."""
+    """vLLM's worker process name once its group is up, e.g. `Worker_TP1_EP1` or `Worker_PP1_TP0`."""
     tp, pp, dp = max(layout.tp, 1), max(layout.pp, 1), max(layout.dp, 1)
-    if tp * pp == 1:
-        return f"EngineCore_DP{dp_rank}"
     name = "Worker"
     if dp > 1:
         name += f"_DP{dp_rank}"
@@ -61,18 +70,8 @@ def build_vllm_ranks(layout: Layout) -> list[Rank]:
             tp_rank, pp_rank = r % tp, r // tp
             ep_rank = d * tp + tp_rank
             index = d * world + r
-            ranks.append(
-                Rank(
-                    index,
-                    index,
-                    r,
-                    tp_rank,
-                    pp_rank,
-                    ep_rank,
-                    d if dp > 1 else None,
-                    worker_name(layout, d, pp_rank, tp_rank, ep_rank),
-                )
-            )
+            name = worker_name(layout, d, pp_rank, tp_rank, ep_rank)
+            ranks.append(Rank(index, index, r, tp_rank, pp_rank, ep_rank, d if dp > 1 else None, name))
     return ranks
 
 
@@ -87,16 +86,16 @@ class VllmLog:
         """A child process `offset` pids after the API server (the real ones are spawned in order)."""
         return Proc(name, self.api.pid + offset)
 
-    def raw(self, proc: Proc, text: str = "") -> None:
-        """A line as the process printed it (a traceback body, a tqdm bar), with its prefix."""
+    def raw(self, proc: Proc | None, text: str = "") -> None:
+        """A line as written: with a process's prefix, or bare (`proc` None: tqdm, stderr, uvicorn)."""
         try:
-            self.stream.write(f"{proc.prefix} {text}\n")
+            self.stream.write(f"{proc.prefix} {text}\n" if proc is not None else f"{text}\n")
             self.stream.flush()
         except (BrokenPipeError, ValueError):
             pass  # nobody reads our output any more; keep running like a daemon would
 
     def line(self, proc: Proc, level: str, source: str, message: str) -> None:
-        """A logger line: `(APIServer pid=1) INFO 05-26 00:05:01 [api_server.py:1885] message`."""
+        """A logger line: `(APIServer pid=1) INFO 05-26 00:05:01 [api_utils.py:286] message`."""
         stamp = time.strftime("%m-%d %H:%M:%S")
         self.raw(proc, f"{level} {stamp} [{source}] {message}")
 
@@ -104,9 +103,5 @@ class VllmLog:
         self.line(proc, "INFO", source, message)
 
     def uvicorn(self, level: str, message: str) -> None:
-        """A uvicorn line of the API server: `(APIServer pid=1) INFO:     message`."""
-        self.raw(self.api, f"{(level + ':').ljust(9)} {message}")
-
-    def log(self, message: str, rank: Rank | None = None) -> None:
-        """The SGLang writer's interface, for shared parts that log (the API server's INFO line)."""
-        self.info(self.api, "api_server.py:1885", message)
+        """A uvicorn line, which vLLM does not prefix: `INFO:     message`."""
+        self.raw(None, f"{(level + ':').ljust(9)} {message}")

@@ -1,11 +1,12 @@
 """vLLM's processes and their bring-up, before the model is built: who runs where, and may it start.
 
-The API server, one engine core per data-parallel replica and one worker per rank (the engine core itself
-when the layout is one GPU), each with its log prefix and pid; then the engine config line, rank
-assignment, and the two refusals that come before any weight is allocated: a CUDA device that does not
-exist and a GPU whose free memory is below what `--gpu-memory-utilization` asks for. The seam: everything
-here decides which processes exist and whether they may start; `startup` tells what then fills the
-GPUs (model build, checkpoint, KV cache, CUDA graphs).
+The API server, one engine core per data-parallel replica and one worker process per rank (vLLM 0.32's
+multiprocess executor runs a worker even for one GPU), each with its log prefix and pid; then the engine
+config line, the DP group leader, each worker's distributed group, and the two refusals that come
+before any weight is allocated: a CUDA device that does not exist and a GPU whose free memory is below
+what `--gpu-memory-utilization` asks for. The seam: everything here decides which processes exist and
+whether they may start; `startup` tells what then fills the GPUs (model build, checkpoint, KV cache,
+CUDA graphs).
 """
 
 from __future__ import annotations
@@ -20,7 +21,10 @@ from console.sim.logfmt import Rank
 from console.sim.process import EngineExit, StartupBase
 from console.sim.vllm import failures as fail
 from console.sim.vllm.args import VLLM_VERSION
-from console.sim.vllm.logfmt import Proc, VllmLog, build_vllm_ranks
+from console.sim.vllm.logfmt import Proc, VllmLog, build_vllm_ranks, core_name
+
+#: The simulated processes' pids, as offsets from the API server's (the real ones are spawned in order).
+CORE_PID_OFFSET, WORKER_PID_OFFSET = 480, 670
 
 
 class VllmProcesses(StartupBase):
@@ -40,18 +44,20 @@ class VllmProcesses(StartupBase):
         self.vlog = log
         self.non_default = non_default
         replicas = max(self.layout.dp, 1)
-        self.cores = [log.proc(f"EngineCore_DP{d}", 160 + 7 * d) for d in range(replicas)]
-        one_gpu = self.layout.tp * self.layout.pp == 1
-        self.workers = [
-            self.cores[r.dp_rank or 0] if one_gpu else log.proc(r.prefix, 230 + r.index) for r in self.ranks
-        ]
+        self.cores = [log.proc(core_name(d, replicas), CORE_PID_OFFSET + 7 * d) for d in range(replicas)]
+        # Each worker is `Worker` until its distributed group is up; `worker_in_group` names it after.
+        self.workers = [log.proc("Worker", WORKER_PID_OFFSET + r.index) for r in self.ranks]
 
     def make_ranks(self) -> list[Rank]:
         return build_vllm_ranks(self.layout)
 
     @property
     def max_model_len(self) -> int:
-        return self.args.context_length or int(self.text_config().get("max_position_embeddings") or 32768)
+        return self.args.context_length or self.derived_max_model_len
+
+    @property
+    def derived_max_model_len(self) -> int:
+        return int(self.text_config().get("max_position_embeddings") or 32768)
 
     def _core_of(self, rank: Rank) -> Proc:
         return self.cores[rank.dp_rank or 0]
@@ -66,45 +72,32 @@ class VllmProcesses(StartupBase):
         quant = {"none": None, "int": "compressed-tensors"}.get(
             self.spec.quant.method, self.spec.quant.method
         )
+        world = len(self.ranks) // max(layout.dp, 1)
         for core in self.cores:
-            log.info(core, "core.py:644", "Waiting for init message from front-end.")
             log.info(
                 core,
-                "core.py:77",
+                "core.py:133",
                 f"Initializing a V1 LLM engine (v{VLLM_VERSION}) with config: "
                 f"model={self.args.model_path!r}, speculative_config=None, tokenizer={self.args.model_path!r}, "
-                f"dtype=torch.bfloat16, max_seq_len={self.max_model_len}, tensor_parallel_size={layout.tp}, "
+                f"skip_tokenizer_init=False, tokenizer_mode=auto, dtype=torch.bfloat16, "
+                f"max_seq_len={self.max_model_len}, tensor_parallel_size={layout.tp}, "
                 f"pipeline_parallel_size={layout.pp}, data_parallel_size={layout.dp}, "
                 f"quantization={quant}, enforce_eager=False, seed=0",
             )
-            if layout.tp * layout.pp > 1:
-                log.line(
-                    core,
-                    "WARNING",
-                    "multiproc_executor.py:720",
-                    "Reducing Torch parallelism from 16 "
-                    "threads to 1 to avoid unnecessary CPU contention. Set OMP_NUM_THREADS in the external "
-                    "environment to tune this value as needed.",
-                )
-        await self.at(self.t + 4.5)
-        world = len(self.ranks)
-        for rank, worker in zip(self.ranks, self.workers, strict=True):
             log.info(
-                worker,
-                "parallel_state.py:1208",
-                f"rank {rank.index} in world size {world} is assigned as "
-                f"DP rank {rank.dp_rank or 0}, PP rank {rank.pp_rank}, TP rank {rank.tp_rank}, "
-                f"EP rank {rank.ep_rank}",
+                core,
+                "multiproc_executor.py:153",
+                "DP group leader: node_rank=0, node_rank_within_dp=0, master_addr=127.0.0.1, "
+                f"mq_connect_ip=127.0.0.1 (local), world_size={world}, local_world_size={world}",
             )
+        await self.at(self.t + 4.5)
+        self.join_groups(world)
         if self.missing_device:
             rank = self.missing_device[0]
             worker = self.workers[self.ranks.index(rank)]
-            log.line(worker, "ERROR", "multiproc_executor.py:597", "WorkerProc failed to start.")
+            log.line(worker, "ERROR", "multiproc_executor.py:833", "WorkerProc failed to start.")
             log.line(
-                worker,
-                "ERROR",
-                "multiproc_executor.py:597",
-                "RuntimeError: CUDA error: invalid device ordinal",
+                worker, "ERROR", "multiproc_executor.py:833", "RuntimeError: CUDA error: invalid device ordinal"
             )
             fail.workers_failed(log, self._core_of(rank))
             raise self._die()
@@ -118,8 +111,29 @@ class VllmProcesses(StartupBase):
                 f"{self.args.host}:{self.workers[0].pid}:{self.workers[0].pid} [0] NCCL INFO "
                 "Call to bind failed: Address already in use",
             )
-            log.info(self.workers[0], "pynccl.py:103", "vLLM is using nccl==2.27.3")
+            log.info(self.workers[0], "pynccl.py:111", "vLLM is using nccl==2.27.7")
         self.sync_ledger()
+
+    def join_groups(self, world: int) -> None:
+        """Each worker's distributed group; rank 0 says where every rank sits, then workers take their names."""
+        log = self.vlog
+        for rank, worker in zip(self.ranks, self.workers, strict=True):
+            log.info(
+                worker,
+                "parallel_state.py:1906",
+                f"world_size={world} rank={rank.rank_in_world} local_rank={rank.rank_in_world} "
+                f"distributed_init_method=tcp://127.0.0.1:{29500 + (rank.dp_rank or 0)} backend=nccl",
+            )
+        for rank, worker in zip(self.ranks, self.workers, strict=True):
+            if rank.rank_in_world == 0:
+                log.info(
+                    worker,
+                    "parallel_state.py:2350",
+                    f"rank 0 in world size {world} is assigned as DP rank {rank.dp_rank or 0}, PP rank 0, "
+                    "PCP rank 0, TP rank 0, ETP rank 0, EP rank "
+                    f"{rank.ep_rank}, EPLB rank N/A",
+                )
+        self.workers = [worker.renamed(rank.prefix) for rank, worker in zip(self.ranks, self.workers, strict=True)]
 
     def check_free_memory(self) -> None:
         """vLLM refuses to start when another process already holds what the utilization asks for."""

@@ -33,10 +33,13 @@ from console.sim.vllm import failures as vllm_failures
 from console.sim.vllm.args import parse_vllm_args
 from console.sim.vllm.http_api import ROUTES, VllmHttp
 from console.sim.vllm.logfmt import VllmLog
+from console.sim.vllm.metrics_text import vllm_metrics
 from console.sim.vllm.startup import VllmStartup
 
 PROCESS_NAME = "VLLM::EngineCore"
 STATS_INTERVAL_S = 10.0
+#: How long /health answers 503 after the engine core died, before the API server exits (about 2.9 s seen).
+ENGINE_DEAD_503_S = 2.9
 
 
 def port_taken(host: str, port: int) -> bool:
@@ -62,16 +65,26 @@ class SimVllm(SimServer):
         super().__init__(args, spec, config)
         self.non_default = non_default
         self.log = VllmLog()
+        self.startup: VllmStartup | None = None
 
     async def shutdown(self) -> None:
-        """uvicorn's shutdown lines under the API server's prefix, when the server was up."""
-        if self.http is not None:
-            for message in (
-                "Shutting down",
-                "Waiting for application shutdown.",
-                "Application shutdown complete.",
-            ):
-                self.log.uvicorn("INFO", message)
+        """A requested stop's lines, when the server was up: vLLM 0.32 aborts its engine client, whose
+        output handler then logs an EngineDeadError traceback, and uvicorn says goodbye. The console must
+        read none of that as a failure (tests/fixtures/vllm-real/tp1-start.log ends the same way)."""
+        if self.http is None or self.startup is None:
+            return
+        log, core = self.log, self.startup.cores[0]
+        log.info(log.api, "launcher.py:254", "[shutdown] API server: shutdown triggered")
+        log.info(log.api, "launcher.py:270", "[shutdown] API server: stopping engine client mode=abort timeout=0s")
+        log.info(core, "core.py:1499", "[shutdown] EngineCore: exiting busy loop")
+        vllm_failures.output_handler_failed(log)
+        log.info(log.api, "launcher.py:279", "[shutdown] API server: engine client stopped")
+        self.uvicorn_goodbye()
+
+    def uvicorn_goodbye(self) -> None:
+        for message in ("Shutting down", "Waiting for application shutdown.", "Application shutdown complete.",
+                        f"Finished server process [{os.getpid()}]"):  # fmt: skip
+            self.log.uvicorn("INFO", message)
 
     async def story(self) -> None:
         """Start-up, API server, then serve until cancelled; raises EngineExit on a failure."""
@@ -80,8 +93,9 @@ class SimVllm(SimServer):
             vllm_failures.port_in_use(log, args.host, args.port)
             raise EngineExit(1)
         startup = VllmStartup(args, self.spec, self.config, log, self.ledger, self.clock, self.non_default)
+        self.startup = startup
         report = await startup.run()
-        metrics = Metrics()
+        metrics = vllm_metrics()
 
         generator = Generator(args.layout, metrics, report.max_total_num_tokens, startup.on_load)
         http = VllmHttp(
@@ -91,23 +105,21 @@ class SimVllm(SimServer):
             generator=generator,
             metrics=metrics,
             log=log,
+            cache_info=startup.cache_info(report),
         )
         await startup.at(startup.t + 1.5)
-        log.info(log.api, "api_server.py:1680", "Supported_tasks: ['generate']")
-        log.info(
-            log.api, "api_server.py:1954", f"Starting vLLM API server 0 on http://{args.host}:{args.port}"
-        )
-        log.info(log.api, "launcher.py:34", "Available routes are:")
+        log.info(log.api, "entry.py:136", "Supported tasks: ['generate']")
+        log.info(log.api, "entry.py:140", f"Starting vLLM server on http://{args.host}:{args.port}")
+        log.info(log.api, "launcher.py:186", "Available routes are:")
         for path, method in ROUTES:
-            log.info(log.api, "launcher.py:42", f"Route: {path}, Methods: {method}")
+            log.info(log.api, "launcher.py:195", f"Route: {path}, Methods: {method}")
         try:
             await http.start(args.host, args.port)
         except OSError as exc:
-            vllm_failures.port_in_use(
-                log, args.host, args.port
-            ) if exc.errno == errno.EADDRINUSE else log.raw(
-                log.api, f"OSError: [Errno {exc.errno}] {exc.strerror}"
-            )
+            if exc.errno == errno.EADDRINUSE:
+                vllm_failures.port_in_use(log, args.host, args.port)
+            else:
+                log.raw(None, f"OSError: [Errno {exc.errno}] {exc.strerror}")
             raise EngineExit(1) from None
         self.http = http
         log.uvicorn("INFO", f"Started server process [{os.getpid()}]")
@@ -118,12 +130,17 @@ class SimVllm(SimServer):
         await self.log_stats(metrics, report.max_total_num_tokens)
 
     async def engine_dies(self, startup: VllmStartup, http: VllmHttp) -> None:
-        """The engine core dies a few seconds after start-up: /health answers 503, then the server exits."""
+        """The engine core dies a few seconds after start-up, as under `kill -9`: /health answers 503 for
+        about 3 s, then the API server shuts down and exits 0 (so systemd sees a clean exit, not a failure;
+        tests/fixtures/vllm-real/kill9-*.txt)."""
         await startup.at(startup.t + 3.0)
-        vllm_failures.engine_core_died(self.log, startup.cores[0])
         http.engine_alive = False
-        await startup.at(startup.t + 2.0)
-        raise EngineExit(1)
+        vllm_failures.engine_core_died(self.log, startup.cores[0])
+        await asyncio.sleep(ENGINE_DEAD_503_S)  # wall time: the server's own shutdown does not scale
+        self.uvicorn_goodbye()
+        self.http = None
+        await http.stop()
+        raise EngineExit(0)
 
     async def log_stats(self, metrics: Metrics, kv_tokens: int) -> None:
         """vLLM's periodic stats line, while requests run or just after (it stays quiet when idle)."""
@@ -137,7 +154,7 @@ class SimVllm(SimServer):
             if busy or was_busy:
                 self.log.info(
                     self.log.api,
-                    "loggers.py:127",
+                    "loggers.py:335",
                     f"Engine 000: Avg prompt throughput: "
                     f"{prompt_rate:.1f} tokens/s, Avg generation throughput: {gen_rate:.1f} tokens/s, "
                     f"Running: {metrics.num_running_reqs} reqs, Waiting: 0 reqs, GPU KV cache usage: "
@@ -154,17 +171,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         spec = load_model_spec(args.config_path)
         config = json.loads(args.config_path.read_text(encoding="utf-8"))
     except (UsageError, OSError, ValueError) as exc:
-        log.raw(log.api, f"Error: {exc}")
+        log.raw(None, f"Error: {exc}")
         return 1
     problem = check_layout(args.layout, Engine.VLLM, num_experts=spec.num_experts or None)
     if problem is not None:
-        log.raw(log.api, "Traceback (most recent call last):")
-        log.raw(
-            log.api,
-            '  File "/usr/local/lib/python3.12/dist-packages/vllm/config/parallel.py", line 412, '
-            "in __post_init__",
-        )
-        log.raw(log.api, f"ValueError: {problem}")
+        log.raw(None, "Traceback (most recent call last):")
+        log.raw(None, '  File "/usr/local/lib/python3.12/dist-packages/vllm/config/parallel.py", line 412, '
+                      "in __post_init__")  # fmt: skip
+        log.raw(None, f"ValueError: {problem}")
         return 1
     if args.ignored:
         log.line(
@@ -178,10 +192,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             ensure_inventory(args.ledger_dir, args.gpu_count, args.gpu_total_mib, args.gpu_name)
         ProcLedger(args.ledger_dir, name=PROCESS_NAME).flush()
     except OSError as exc:
-        log.raw(
-            log.api,
-            f"Error: cannot write the simulated GPU ledger in {args.ledger_dir}: {exc.strerror or exc}",
-        )
+        log.raw(None, f"Error: cannot write the simulated GPU ledger in {args.ledger_dir}: {exc.strerror or exc}")
         return 1
     return asyncio.run(SimVllm(args, spec, config, non_default).run())
 

@@ -1,14 +1,15 @@
-"""The simulated vLLM start-up, milestone by milestone, with vLLM 0.11's own log lines.
+"""The simulated vLLM start-up, milestone by milestone, with vLLM 0.32's own log lines.
 
 vLLM builds the whole model first (every parameter is allocated with `torch.empty` as the layers are
 constructed, fast) and only then reads the checkpoint into it (the shard progress bar). So a layout
 whose weights do not fit dies a second or two after `Starting to load model`, before any shard is read.
-Then torch.compile, the memory profile (`Available KV cache memory`), the KV cache (`GPU KV cache size`),
-CUDA graphs and `init engine ... took`. Story time at scale 1.0 for Qwen3-235B-A22B-FP8 on 4x H100 TP4:
+Then torch.compile, the memory profile (`Available KV cache memory`), the KV cache (`GPU KV cache size: N
+tokens, Maximum concurrency ...`), CUDA graphs and `init engine ... took`. The lines and their order are
+held to a real vLLM 0.32's (tests/fixtures/vllm-real/, tests/unit/test_sim_vllm_fidelity.py). Story time at scale 1.0 for Qwen3-235B-A22B-FP8 on 4x H100 TP4:
 API server and engine core ~12 s, model build ~2 s, weights ~9 s, compile and profile ~7 s, graphs ~6 s.
 
 The processes and their checks before the model is built (engine config, rank assignment, a missing
-device, memory already in use) live in `vllm_processes`; this module tells what fills the GPUs.
+device, memory already in use) live in `processes`; this module tells what fills the GPUs.
 """
 
 from __future__ import annotations
@@ -18,9 +19,8 @@ from console.domain.models import Engine
 from console.domain.units import GIB
 from console.sim.loading import OomEvent, RankLoader, fragmentation_bytes, layout_rng, rank_rates
 from console.sim.logfmt import capture_progress, shard_progress
-from console.sim.process import StartupReport
+from console.sim.process import EngineExit, StartupReport
 from console.sim.vllm import failures as fail
-from console.sim.vllm.args import VLLM_VERSION
 from console.sim.vllm.processes import VllmProcesses
 
 VLLM = Engine.VLLM
@@ -29,6 +29,7 @@ BUILD_RATE_BYTES_PER_S = 28 * GIB
 MAX_NUM_SEQS = 256
 BLOCK_SIZE = 16
 GRAPH_SIZES = 67
+COMPILE_S = 5.9
 
 
 class VllmStartup(VllmProcesses):
@@ -38,12 +39,16 @@ class VllmStartup(VllmProcesses):
     async def run(self) -> StartupReport:
         """All milestones up to `init engine ... took`; raises EngineExit on a failure."""
         log, api = self.vlog, self.vlog.api
-        log.info(api, "api_server.py:1885", f"vLLM API server version {VLLM_VERSION}")
-        log.info(api, "utils.py:328", f"non-default args: {self.non_default!r}")
+        for line in fail.banner(self.args.model_path):
+            log.info(api, "api_utils.py:347", line)
+        log.info(api, "api_utils.py:286", f"non-default args: {self.non_default!r}")
         self.sync_ledger()
         await self.at(4.0)
-        log.info(api, "model.py:547", f"Resolved architecture: {self.spec.architecture}")
-        log.info(api, "model.py:1510", f"Using max model len {self.max_model_len}")
+        log.info(api, "model.py:733", f"Resolved architecture: {self.spec.architecture}")
+        if self.max_model_len > self.derived_max_model_len:
+            fail.max_model_len_too_long(log, self.max_model_len, self.derived_max_model_len)
+            raise EngineExit(1)
+        log.info(api, "model.py:2152", f"Using max model len {self.max_model_len}")
         await self.at(7.0)
         await self.init_engine()
         await self.build_model()
@@ -54,19 +59,27 @@ class VllmStartup(VllmProcesses):
         for core in self.cores:
             log.info(
                 core,
-                "core.py:210",
+                "core.py:402",
                 "init engine (profile, create kv cache, warmup model) took "
-                f"{self.t - init_begin:.2f} seconds",
+                f"{self.t - init_begin:.2f} s (compilation: {COMPILE_S:.2f} s)",
             )
         return StartupReport(tokens, MAX_NUM_SEQS, self.max_model_len)
+
+    def cache_info(self, report: StartupReport) -> dict[str, str]:
+        """cache_config_info's labels for this run, as the real server fills them."""
+        tokens = report.max_total_num_tokens
+        return {"block_size": str(BLOCK_SIZE), "cache_dtype": "auto", "enable_prefix_caching": "True",
+                "gpu_memory_utilization": str(self.args.gpu_memory_utilization),
+                "kv_cache_size_tokens": str(tokens), "num_gpu_blocks": str(tokens // BLOCK_SIZE),
+                "kv_cache_max_concurrency": str(round(tokens / self.max_model_len, 2)),
+                "prefix_caching_hash_algo": "sha256"}  # fmt: skip
 
     async def build_model(self) -> None:
         log = self.vlog
         await self.at(self.t + 0.8)
         for worker in self.workers:
-            log.info(worker, "gpu_model_runner.py:2602", f"Starting to load model {self.args.model_path}...")
-        log.info(self.workers[0], "cuda.py:366", "Using Flash Attention backend on V1 engine.")
-        log.info(self.workers[0], "weight_utils.py:392", "Using model weights format ['*.safetensors']")
+            log.info(worker, "gpu_model_runner.py:4212", f"Starting to load model {self.args.model_path}...")
+        log.info(self.workers[0], "cuda.py:402", "Using FLASH_ATTN attention backend out of potential backends")
         frag_rng = layout_rng(self.layout, "fragmentation")
         loaders = []
         for rank, mem in zip(self.ranks, self.memories, strict=True):
@@ -90,9 +103,6 @@ class VllmStartup(VllmProcesses):
             message = self.oom_message(event, alloc_conf="PYTORCH_ALLOC_CONF")
             moe = ".experts." in event.tensor_name
             worker = self.workers[self.ranks.index(event.rank)]
-            if worker in self.cores:
-                fail.core_oom(self.vlog, worker, message, self.spec.model_type, moe)
-                return
             fail.worker_oom(self.vlog, worker, message, self.spec.model_type, moe)
         fail.workers_failed(self.vlog, self._core_of(events[0].rank))
 
@@ -103,20 +113,19 @@ class VllmStartup(VllmProcesses):
         durations = [nbytes / rate for nbytes, rate in zip(self._weight_bytes, rates, strict=True)]
         shards, begin = self.shard_count(), self.t
         self.set_util(30, 48)
-        log.raw(self.workers[0], shard_progress(0, shards, 0.0))
+        log.raw(None, shard_progress(0, shards, 0.0))  # tqdm writes bare lines to stderr
         steps = min(shards, 8)
         for step in range(1, steps + 1):
             elapsed = durations[0] * step / steps
             await self.at(begin + elapsed)
-            log.raw(self.workers[0], shard_progress(shards * step // steps, shards, elapsed))
-        log.raw(self.workers[0])
+            log.raw(None, shard_progress(shards * step // steps, shards, elapsed))
         await self.at(begin + max(durations))
         for worker, nbytes, took in zip(self.workers, self._weight_bytes, durations, strict=True):
-            log.info(worker, "default_loader.py:267", f"Loading weights took {took:.2f} seconds")
+            log.info(worker, "default_loader.py:501", f"Loading weights took {took:.2f} seconds")
             log.info(
                 worker,
-                "gpu_model_runner.py:2653",
-                f"Model loading took {nbytes / GIB:.4f} GiB and {took + 1.6:.6f} seconds",
+                "gpu_model_runner.py:4270",
+                f"Model loading took {nbytes / GIB:.2f} GiB memory and {took + 1.6:.6f} seconds",
             )
         self.set_util(0, 3)
         self.sync_ledger()
@@ -126,23 +135,24 @@ class VllmStartup(VllmProcesses):
         worker0 = self.workers[0]
         log.info(
             worker0,
-            "backends.py:548",
+            "backends.py:620",
             "Using cache directory: /root/.cache/vllm/torch_compile_cache/"
             f"{abs(hash(self.layout.name)) % 16**10:010x}/rank_0_0/backbone for vLLM's torch.compile",
         )
         self.set_util(60, 90)
         self.sync_ledger()
-        await self.at(self.t + 5.9)
-        log.info(worker0, "monitor.py:34", "torch.compile takes 5.90 s in total")
+        await self.at(self.t + COMPILE_S)
+        log.info(worker0, "monitor.py:48", f"torch.compile takes {COMPILE_S:.2f} s in total")
         await self.at(self.t + 1.0)
         peak = vllm_activation_bytes(self.spec, self.layout)
         cells, avail = [], []
         for rank, mem in zip(self.ranks, self.memories, strict=True):
             where = placement(self.spec, self.layout, VLLM, rank.index)
             cells.append(kv_bytes_per_token(self.spec, where.end_layer - where.first_layer, where.attn_tp))
-            avail.append(int(util * mem.capacity_bytes - mem.in_use_bytes - peak))
+            given = self.args.kv_cache_memory_bytes
+            avail.append(given if given is not None else int(util * mem.capacity_bytes - mem.in_use_bytes - peak))
         for worker, kv in zip(self.workers, avail, strict=True):
-            log.info(worker, "gpu_worker.py:298", f"Available KV cache memory: {max(kv, 0) / GIB:.2f} GiB")
+            log.info(worker, "gpu_worker.py:721", f"Available KV cache memory: {max(kv, 0) / GIB:.2f} GiB")
         core = self.cores[0]
         if self.args.fail == "kv" or min(avail) <= 0:
             fail.no_cache_blocks(log, core)
@@ -158,10 +168,10 @@ class VllmStartup(VllmProcesses):
             mem.allocated_bytes += tokens * cell
         self.sync_ledger()
         for core in self.cores:
-            log.info(core, "kv_cache_utils.py:1087", f"GPU KV cache size: {tokens:,} tokens")
             log.info(
                 core,
-                "kv_cache_utils.py:1091",
+                "kv_cache_utils.py:2327",
+                f"GPU KV cache size: {tokens:,} tokens, "
                 f"Maximum concurrency for {max_len:,} tokens per request: {tokens / max_len:.2f}x",
             )
         return tokens
@@ -179,14 +189,11 @@ class VllmStartup(VllmProcesses):
             self.sync_ledger()
             done = GRAPH_SIZES * step // steps
             bar = capture_progress(0, 0.0, done, GRAPH_SIZES, duration * step / steps)
-            log.raw(
-                self.workers[0],
-                "Capturing CUDA graphs (mixed prefill-decode, PIECEWISE): " + bar.split(": ", 1)[1],
-            )
+            log.raw(None, "Capturing CUDA graphs (mixed prefill-decode, PIECEWISE): " + bar.split(": ", 1)[1])
         for worker, nbytes in zip(self.workers, graph_bytes, strict=True):
             log.info(
                 worker,
-                "gpu_model_runner.py:3480",
+                "gpu_model_runner.py:5368",
                 f"Graph capturing finished in {round(duration)} secs, took {nbytes / GIB:.2f} GiB",
             )
         self.set_util(0, 2)

@@ -111,7 +111,7 @@ def served(tmp_path_factory):
     """One simulated TP1 start of the tiny model, up and serving; its lines so far, its port."""
     tmp = tmp_path_factory.mktemp("vllm-fidelity")
     port = free_port()
-    out = open(tmp / "out.log", "w+")  # noqa: SIM115 - closed below, read while the server runs
+    out = open(tmp / "out.log", "w+")  # closed below; read while the server runs
     proc = subprocess.Popen(sim_argv(port, tmp), stdout=out, stderr=subprocess.STDOUT, cwd=REPO, env=sim_env())
     try:
         deadline = time.monotonic() + 60
@@ -133,7 +133,7 @@ def test_start_up_lines_come_in_the_real_order_from_the_same_processes(served) -
         positions = milestone_positions(lines)
         missing = [MILESTONES[i] for i, p in enumerate(positions) if p is None]
         assert not missing, f"{name} lacks {missing}"
-        assert positions == sorted(positions), f"{name} out of order: {list(zip(MILESTONES, positions))}"
+        assert positions == sorted(positions), f"{name} out of order: {list(zip(MILESTONES, positions, strict=True))}"
 
 
 def test_the_only_start_up_lines_one_side_lacks_are_the_cpu_and_gpu_ones(served) -> None:

@@ -66,6 +66,8 @@ def _build_parser() -> argparse.ArgumentParser:
     for flag in _NO_EFFECT_OPTIONS:
         p.add_argument(flag, default=None)
     p.add_argument("--api-key", default=None)  # accepted, never kept: a secret has no place in server_args
+    p.add_argument("--log-requests", action="store_true", help="log each request and answer (request_log.py)")
+    p.add_argument("--log-requests-level", type=int, choices=range(4), default=2)
     sim = p.add_argument_group("simulated host")
     sim.add_argument("--gpu-count", type=int, default=8)
     sim.add_argument("--gpu-total-mib", type=int, default=97887,
@@ -105,7 +107,7 @@ def parse_engine_args(argv: Sequence[str] | None = None) -> EngineArgs:
     passthrough = tuple(
         (dest, getattr(ns, dest))
         for dest in (flag[2:].replace("-", "_") for flag in _NO_EFFECT_SWITCHES + _NO_EFFECT_OPTIONS)
-    )
+    ) + (("log_requests", ns.log_requests), ("log_requests_level", ns.log_requests_level))  # server.py reads these
     return EngineArgs(
         model_path=ns.model_path,
         config_path=resolve_config_path(ns.model_path),

@@ -24,13 +24,13 @@ from console.domain.models import Engine
 from console.errors import UsageError
 from console.sim.engine_args import EngineArgs
 from console.sim.generation import Generator
-from console.sim.http_server import EngineHttp
 from console.sim.ledger import ProcLedger, ensure_inventory, read_inventory
 from console.sim.metrics import Metrics
 from console.sim.process import EngineExit, SimServer
 from console.sim.sglang import failures
 from console.sim.sglang.args import parse_engine_args
 from console.sim.sglang.logfmt import EngineLog
+from console.sim.sglang.request_log import SglangHttp
 from console.sim.sglang.startup import SglangStartup
 
 PROCESS_NAME = "sglang::scheduler"
@@ -68,9 +68,11 @@ class SglangServer(SimServer):
         rank0 = startup.ranks[0]
         generator = Generator(self.args.layout, metrics, report.max_total_num_tokens, startup.on_load,
                               batch_log=lambda message: self.log.log(message, rank0))
-        http = EngineHttp(served_name=self.args.served_model_name, model_path=self.args.model_path,
+        options = dict(self.args.passthrough)
+        http = SglangHttp(served_name=self.args.served_model_name, model_path=self.args.model_path,
                           context_len=report.context_len, generator=generator, metrics=metrics, log=self.log,
-                          metrics_enabled=self.args.enable_metrics)
+                          metrics_enabled=self.args.enable_metrics, request_log=self.log,
+                          request_level=int(options["log_requests_level"]) if options.get("log_requests") else None)
         await startup.at(startup.t + 0.3)
         self.log.uvicorn("INFO", f"Started server process [{os.getpid()}]")
         self.log.uvicorn("INFO", "Waiting for application startup.")

@@ -34,6 +34,7 @@ from pathlib import Path
 
 import aiohttp
 
+from console.cli import interrupt_on_termination
 from console.config import HostConfig, demo_config_path, load_config
 from console.hosts.base import Host
 from console.ops.switch.events import StepEvent, SwitchEvent
@@ -228,6 +229,7 @@ if __name__ == "__main__":
     )
     parser.add_argument("--period", type=float, default=15.0, help="the seed loop's period in s (default 15)")
     args = parser.parse_args()
+    interrupt_on_termination()  # `timeout` and a closed terminal end it as Ctrl-C does: its units stopped
     try:
         report(asyncio.run(main(args.rounds, args.time_scale, args.period)))
     except KeyboardInterrupt:

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import signal
 import sys
 from collections.abc import Sequence
+from types import FrameType
 
 from console import __version__
 from console.domain.text import printable
@@ -32,6 +34,9 @@ COMMANDS = {
     "probe": "console.commands.probe",
     "results": "console.commands.results",
     "explore": "console.commands.explore",
+    "watch": "console.commands.watch",
+    "alerts": "console.commands.alerts",
+    "web": "console.ui.web",
 }
 
 
@@ -76,7 +81,30 @@ def _add_global_options(parser: argparse.ArgumentParser, *, default: object) -> 
         )
 
 
+#: Signals that end a command the way Ctrl-C does: `kill`, `timeout`, a closed terminal, a dropped SSH session.
+ENDING_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+
+
+def interrupt_on_termination() -> None:
+    """Handle SIGTERM and SIGHUP as SIGINT is handled, so that a switch, an explore, the demo and the
+    benchmarks end the orderly way (a ready layout left running, the demo's units stopped) instead of
+    dying mid-way. A signal set to be ignored (`nohup`) stays ignored; the TUI installs its own."""
+    for sig in ENDING_SIGNALS:
+        if signal.getsignal(sig) is signal.SIG_DFL:
+            signal.signal(sig, _as_interrupt)
+
+
+def _as_interrupt(_signum: int, frame: FrameType | None) -> None:
+    handler = signal.getsignal(signal.SIGINT)
+    if callable(handler):  # asyncio.run's (it cancels the main task), else Python's KeyboardInterrupt
+        handler(signal.SIGINT, frame)
+    else:  # SIGINT ignored (a background job of a script): end all the same, through KeyboardInterrupt
+        raise KeyboardInterrupt
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    if argv is None:  # the process's own command line: the process is ours to set up (tests pass argv)
+        interrupt_on_termination()
     args_list = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     args = parser.parse_args(with_default_command(args_list))

@@ -39,7 +39,8 @@ def run(args: argparse.Namespace) -> int:
     from console.sim.host import TIME_SCALE_ENV
 
     # The story switches layouts and stops its units at the end: not something read-only mode does.
-    require_writable(None, args.readonly, "play the demo story (it switches layouts and stops units)")
+    require_writable(_operators_config(args.config), args.readonly,
+                     "play the demo story (it switches layouts and stops units)")
 
     if args.time_scale is not None:
         from console.errors import UsageError
@@ -60,6 +61,20 @@ def run(args: argparse.Namespace) -> int:
         return asyncio.run(_story(host_cfg, Path(tmp), args.json))
 
 
+def _operators_config(path: str | None):
+    """The operator's config, for its `[console] readonly`: --config, else the one found (./hosts.toml, the
+    user config dir); None when there is none. A broken one is its one-line error, as for every command."""
+    from console.config import find_config, load_config
+    from console.errors import ConfigError
+
+    if path is None:
+        try:
+            path = str(find_config())
+        except ConfigError:  # no config at all: the demo needs none
+            return None
+    return load_config(path)
+
+
 async def _story(host_cfg, state_root: Path, as_json: bool) -> int:
     from console.commands.switch_output import HumanPrinter, JsonPrinter
     from console.domain.text import shown
@@ -75,14 +90,17 @@ async def _story(host_cfg, state_root: Path, as_json: bool) -> int:
     printer = JsonPrinter() if as_json else HumanPrinter(host.name, service.name)
     say(f"serve-console demo: host {host.name}, {service.name}, time scale {time_scale(host_cfg):g}")
     try:
-        say("\n1. Switch to EP8 (--tp-size 8 --ep-size 8), the seed's best layout:")
+        say("")
+        say("1. Switch to EP8 (--tp-size 8 --ep-size 8), the seed's best layout:")
         first = await switch_layout(host, service, "EP8", audit=audit, on_event=printer)
         if first.outcome != READY:
             say("EP8 did not come up; the story cannot go on.")
             return 1
-        say("\n2. Switch to TP4 EP2, forced past the fit check (the seed's OOM):")
+        say("")
+        say("2. Switch to TP4 EP2, forced past the fit check (the seed's OOM):")
         second = await switch_layout(host, service, "TP4 EP2", force=True, audit=audit, on_event=printer)
-        say("\nReport")
+        say("")
+        say("Report")
         for label, res in (("switch", first), ("switch --force", second), ("rollback", second.rollback)):
             if res is not None:
                 say(f"  {label:<16} {res.layout:<8} {res.outcome:<7} after {res.elapsed_s:5.1f} s, "
@@ -94,6 +112,7 @@ async def _story(host_cfg, state_root: Path, as_json: bool) -> int:
         say("  taken /v1/models answering for readiness.")
         return 0 if ok else 1
     finally:
-        say("\nStopping the demo's units...")
+        say("")
+        say("Stopping the demo's units...")
         audit.close()
         await host.close()  # stops the units: the demo leaves no engine behind

@@ -21,8 +21,9 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from typing import Any
 
 from console.config import HostConfig
 from console.domain.models import JournalEntry, UnitState
@@ -45,6 +46,20 @@ from console.sim.systemd import (
 #: Seconds between SIGTERM and SIGKILL when a unit stops (systemd's TimeoutStopSec, shortened).
 DEFAULT_STOP_GRACE_S = 5.0
 _POLL_S = 0.01
+
+
+async def _to_the_end(action: Callable[..., None], *args: Any) -> None:
+    """Run a blocking start or stop in a thread. A cancel waits for it to end (the thread goes on whatever
+    happens), so the action lands under the unit's lock and what follows (the demo's clean exit, an
+    explore's way back to a ready layout) sees the unit as it really is, as after a `systemctl` that
+    was cut off."""
+    done = asyncio.ensure_future(asyncio.to_thread(action, *args))
+    try:
+        await asyncio.shield(done)
+    except asyncio.CancelledError:
+        with contextlib.suppress(Exception):
+            await done
+        raise
 
 
 class ProcessManager:
@@ -98,7 +113,7 @@ class ProcessManager:
                 return  # as `systemctl start` on an active unit: nothing to do
             argv, env = self._command(spec)
             try:
-                await asyncio.to_thread(self._spawn, spec, argv, env)
+                await _to_the_end(self._spawn, spec, argv, env)
             except OSError as exc:  # an already full disk, a read-only state dir: one line
                 raise HostError(
                     self.cfg.name, f"{unit}: cannot start it: {exc.strerror or exc} (in {self.unit_dir(unit, create=False)})"
@@ -106,7 +121,7 @@ class ProcessManager:
 
     async def stop(self, unit: str) -> None:
         async with self._unit_lock(unit):
-            await asyncio.to_thread(self._stop_blocking, unit)
+            await _to_the_end(self._stop_blocking, unit)
 
     async def restart(self, unit: str) -> None:
         await self.stop(unit)

@@ -1,0 +1,153 @@
+"""SIGTERM and SIGHUP end a command as Ctrl-C does: an explore leaves a ready layout running, and the demo
+and the latency benchmark stop the simulated units they started (`timeout 4 serve-console demo` left its
+supervisor and engine running in a temporary state dir nobody cleans)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from sim_fixtures import REPO, engine_pids, wait_until
+from test_probe_cli import cli, demo_env, json_lines  # noqa: F401 (demo_env: the demo cluster on free ports)
+
+
+def sim_pids(root: Path) -> list[int]:
+    """Live simulated supervisors and engines whose command line names a path under `root`."""
+    out = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/cmdline", "rb") as fh:
+                argv = fh.read().split(b"\0")
+            with open(f"/proc/{entry.name}/stat") as fh:
+                zombie = fh.read().rpartition(")")[2].split()[0] in ("Z", "X")
+        except OSError:
+            continue
+        if not zombie and any(b"console.sim" in a for a in argv) and any(str(root).encode() in a for a in argv):
+            out.append(int(entry.name))
+    return out
+
+
+def kill_leftovers(root: Path) -> list[int]:
+    """SIGKILL what a run left behind under `root` (the test stays hermetic when the code under test fails)."""
+    left = sim_pids(root)
+    for pid in left:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    return left
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP], ids=["TERM", "HUP"])
+def test_an_explore_ended_by_a_signal_mid_switch_leaves_a_ready_layout(demo_env, sig):  # noqa: F811 (fixture)
+    cwd, env = demo_env
+    assert cli(cwd, env, "switch", "EP8", "--json").returncode == 0
+    proc = subprocess.Popen([sys.executable, "-m", "console", "explore", "--host", "demo", "--layouts", "TP8,EP8",
+                             "--json", "--concurrency", "1", "--num-prompts", "2", "--output-len", "8",
+                             "--warmup", "0"], cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)  # fmt: skip
+    try:
+        for line in proc.stdout:  # EP8 is being stopped for TP8: the moment a kill left nothing running
+            if json.loads(line).get("step") == "stop":
+                break
+        proc.send_signal(sig)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    final = json_lines(out)[-1]
+    assert final["event"] == "explore" and final["interrupted"] and final["left_running"] == "EP8"
+    status = json_lines(cli(cwd, env, "status", "--json").stdout)[0]
+    assert status["health"]["status"] == "ready"
+    assert [u["unit"] for u in status["units"] if u["active"] == "active"] == ["sglang-k26@ep8.service"]
+
+
+def story_env(tmp_path: Path) -> dict:
+    """The headless demo with its temporary state dir, and its port locks, under `tmp_path`."""
+    (tmp_path / "tmp").mkdir(exist_ok=True)
+    env = dict(os.environ, TMPDIR=str(tmp_path / "tmp"), SERVE_CONSOLE_PORT_LOCK_DIR=str(tmp_path / "locks"))
+    env.pop("SERVE_CONSOLE_STATE_DIR", None)
+    return env
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP], ids=["TERM", "HUP"])
+def test_the_demo_ended_by_a_signal_stops_its_units(tmp_path, sig):
+    env = story_env(tmp_path)
+    proc = subprocess.Popen([sys.executable, "-m", "console", "demo", "--time-scale", "0.03"], cwd=REPO, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    try:
+        assert wait_until(lambda: engine_pids(tmp_path), timeout_s=60), "the demo's EP8 never started"
+        proc.send_signal(sig)
+        proc.communicate(timeout=60)
+        assert wait_until(lambda: not sim_pids(tmp_path), timeout_s=10), sim_pids(tmp_path)
+        assert proc.returncode == 130
+        assert list((tmp_path / "tmp").iterdir()) == []  # its state dir is gone too
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        kill_leftovers(tmp_path)
+
+
+def test_the_latency_benchmark_ended_by_sigterm_stops_its_units(tmp_path):
+    env = story_env(tmp_path)
+    proc = subprocess.Popen([sys.executable, "bench/detect_latency.py", "--rounds", "1", "--time-scale", "0.03",
+                             "--period", "1"], cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert wait_until(lambda: engine_pids(tmp_path), timeout_s=60), "the benchmark's EP8 never started"
+        time.sleep(0.2)
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=60)
+        assert wait_until(lambda: not sim_pids(tmp_path), timeout_s=10), sim_pids(tmp_path)
+        assert proc.returncode == 130
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        kill_leftovers(tmp_path)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP], ids=["TERM", "HUP"])
+def test_the_tui_demo_ended_by_a_signal_stops_the_units_it_started(tmp_path, sig):
+    import fcntl
+    import pty
+    import select
+    import struct
+    import termios
+
+    env = dict(story_env(tmp_path), TERM="xterm-256color", SERVE_CONSOLE_STATE_DIR=str(tmp_path / "state"),
+               SERVE_CONSOLE_SIM_TIME_SCALE="0.03")  # fmt: skip
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
+    proc = subprocess.Popen([sys.executable, "-m", "console", "--demo"], stdin=slave, stdout=slave, stderr=slave,
+                            cwd=REPO, env=env, start_new_session=True)  # fmt: skip
+    os.close(slave)
+
+    def drained() -> bool:  # keeps the terminal's buffer from filling while we wait
+        while select.select([master], [], [], 0)[0]:
+            try:
+                os.read(master, 65536)
+            except OSError:
+                break
+        return False
+
+    try:
+        assert wait_until(lambda: drained() or engine_pids(tmp_path), timeout_s=60), "the demo's EP8 never started"
+        proc.send_signal(sig)
+        assert wait_until(lambda: drained() or proc.poll() is not None, timeout_s=60)
+        assert wait_until(lambda: not sim_pids(tmp_path), timeout_s=10), sim_pids(tmp_path)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        os.close(master)
+        kill_leftovers(tmp_path)

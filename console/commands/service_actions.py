@@ -19,8 +19,15 @@ def target(args: argparse.Namespace, verb: str):
         ReadOnlyRefused: the console is read-only (config or --readonly).
         UsageError: no such host or service.
     """
-    from console.ops.guard import require_writable
+    from console.ops.guard import ReadOnlyRefused, require_writable
 
     config, host_cfg, service = pick_target(args)
-    require_writable(config, getattr(args, "readonly", False), f"{verb} {host_cfg.name}/{service.name}")
+    try:
+        require_writable(config, getattr(args, "readonly", False), f"{verb} {host_cfg.name}/{service.name}")
+    except ReadOnlyRefused as exc:
+        if args.json:  # the result line a --json reader waits for, besides the one line on stderr
+            from console.commands.switch_output import print_refused
+
+            print_refused(host_cfg.name, service.name, "-", str(exc))
+        raise
     return host_cfg, service

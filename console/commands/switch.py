@@ -36,10 +36,17 @@ def run(args: argparse.Namespace) -> int:
 
     if args.timeout <= 0:
         raise UsageError("--timeout must be positive")
-    from console.ops.guard import require_writable
+    from console.ops.guard import ReadOnlyRefused, require_writable
 
     config, host_cfg, service = pick_target(args, layout=args.layout)
-    require_writable(config, args.readonly, f"switch {host_cfg.name}/{service.name} to {args.layout}")
+    try:
+        require_writable(config, args.readonly, f"switch {host_cfg.name}/{service.name} to {args.layout}")
+    except ReadOnlyRefused as exc:
+        if args.json:
+            from console.commands.switch_output import print_refused
+
+            print_refused(host_cfg.name, service.name, args.layout, str(exc))
+        raise
     return asyncio.run(_switch(host_cfg, service, args))
 
 

@@ -8,6 +8,7 @@ from typing import TextIO
 from console.commands.host_args import print_json
 from console.domain.text import shown
 from console.ops.switch import (
+    REFUSED,
     FindingEvent,
     HealthEvent,
     PhaseEvent,
@@ -26,6 +27,12 @@ class JsonPrinter:
 
     def __call__(self, event: SwitchEvent) -> None:
         print_json(event.to_json())
+
+
+def print_refused(host: str, service: str, layout: str, reason: str) -> None:
+    """The `{"event": "result", "outcome": "refused", ...}` line of a command refused before it began
+    (read-only): a `--json` reader gets its one result line whatever happened."""
+    print_json(SwitchResult(host=host, service=service, layout=layout, outcome=REFUSED, reason=reason).to_json())
 
 
 #: Rows the verdict's own sentence already says, or that belong to the card only.

@@ -6,6 +6,7 @@ This is the package's public face: other rooms import these names from here, nev
 from console.ops.switch.events import (
     FAILED,
     READY,
+    REFUSED,
     UNCHANGED,
     FindingEvent,
     HealthEvent,
@@ -34,6 +35,7 @@ __all__ = [
     "PhaseEvent",
     "ProgressEvent",
     "READY",
+    "REFUSED",
     "resolve",
     "restart_service",
     "ResultEvent",

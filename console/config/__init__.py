@@ -18,6 +18,7 @@ from console.config.model import (
     SimConfig,
     UiConfig,
 )
+from console.config.watch import WatchConfig
 
 __all__ = [
     "CONFIG_NAME",
@@ -33,6 +34,7 @@ __all__ = [
     "ServiceConfig",
     "SimConfig",
     "UiConfig",
+    "WatchConfig",
     "demo_config_path",
     "find_config",
     "load_config",

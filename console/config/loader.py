@@ -19,12 +19,13 @@ from console.config.fields import KeyLocator, Table, shown, url_problem
 from console.config.fleet import parse_fleet
 from console.config.model import ConsoleConfig, HostConfig, SimConfig, UiConfig
 from console.config.services import DISPLAY_TEXT, parse_service
+from console.config.watch import parse_watch
 from console.errors import ConfigError
 
 CONFIG_NAME = "hosts.toml"
 #: A hosts.toml is kilobytes; a larger file is refused before it is parsed.
 CONFIG_MAX_BYTES = 4 << 20
-TOP_KEYS = ("console", "hosts", "fleet")
+TOP_KEYS = ("console", "hosts", "fleet", "watch")
 CONSOLE_KEYS = ("theme", "line_cap", "history_s", "refresh_s", "readonly", "keys")
 SSH_KEYS = ("address", "user", "port", "identity", "known_hosts", "ssh_config", "trust_on_first_use",
             "connect_timeout_s")
@@ -104,7 +105,8 @@ def parse_config(data: bytes, label: str, *, base_dir: Path, resolved: Path | No
     ui = _parse_console(console) if console is not None else UiConfig()
     fleet = root.table("fleet")
     return ConsoleConfig(path=resolved or base_dir / label, hosts=hosts, ui=ui,
-                         fleet=parse_fleet(fleet) if fleet is not None else None)
+                         fleet=parse_fleet(fleet) if fleet is not None else None,
+                         watch=parse_watch(root.table("watch")))
 
 
 def _decode(data: bytes, label: str) -> str:

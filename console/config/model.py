@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from console.config.watch import WatchConfig
 from console.domain.layout import Layout
 from console.domain.models import Engine
 
@@ -194,6 +195,8 @@ class ConsoleConfig:
     ui: UiConfig = field(default_factory=UiConfig)
     fleet: FleetConfig | None = None
     """None: the fleet overview polls each host over its own connection."""
+    watch: WatchConfig = field(default_factory=WatchConfig)
+    """The `[watch]` table: `serve-console watch`'s destinations and thresholds."""
 
     def host(self, name: str | None) -> HostConfig | None:
         """The named host, or the only one when `name` is None."""

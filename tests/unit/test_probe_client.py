@@ -118,6 +118,21 @@ async def test_chat_ttft_waits_for_content_not_the_role_chunk(serve):
     assert result.ttft_s is not None and result.ttft_s >= 0.15
 
 
+async def test_vllms_rule_times_every_chunk_with_a_choice_and_ends_at_the_last_token(serve):
+    """`vllm bench serve` 0.32 starts TTFT at the first chunk that carries a choice, empty or not (vLLM opens
+    with an empty one), and ends a request at its last token chunk, not at [DONE]."""
+    stub = Stub(first_delay_s=0.15, gap_s=0.01)
+    url = await serve(stub)
+    async with ProbeClient(url, endpoint=CHAT, every_choice=True) as vllm_rule:
+        early = await vllm_rule.request(Prompt("hello", 1, 3))
+    async with ProbeClient(url, endpoint=CHAT) as sglang_rule:
+        late = await sglang_rule.request(Prompt("hello", 1, 3))
+    assert early.ok and late.ok and early.output_tokens == late.output_tokens == 3
+    assert early.ttft_s is not None and early.ttft_s < 0.1 <= 0.15 <= late.ttft_s  # the role chunk counted
+    assert len(early.itl_s) == 3 and len(late.itl_s) == 2  # the role chunk's gap is one more ITL
+    assert early.e2e_s >= 0.15 + 2 * 0.01
+
+
 async def test_an_http_error_is_a_failed_result_in_one_printable_line(serve):
     async with ProbeClient(await serve(Stub(status=503))) as client:
         result = await client.request(Prompt("hello", 1, 2))

@@ -17,6 +17,7 @@ import aiohttp
 
 from console.config import ServiceConfig
 from console.domain.metrics import EngineFigures, EngineScrape, MetricsHistory
+from console.domain.models import Engine
 from console.errors import ConsoleError
 from console.hosts.base import LockBusy
 from console.hosts.endpoints import MetricsUnavailable, metrics_reader
@@ -135,8 +136,8 @@ async def _probe(host: Host, service: ServiceConfig, options: ProbeOptions, audi
     base = await service_base_url(host, service)
     limit = max(options.concurrency) if options.request_rate is None else (options.max_concurrency or 0)
     results: list[ProbeResult] = []
-    async with ProbeClient(base, endpoint=options.endpoint, limit=limit,
-                           request_timeout_s=options.request_timeout_s) as client:
+    async with ProbeClient(base, endpoint=options.endpoint, limit=limit, request_timeout_s=options.request_timeout_s,
+                           every_choice=service.engine is Engine.VLLM) as client:
         try:
             client.model = await client.served_model()
         except (aiohttp.ClientError, TimeoutError, ValueError) as exc:

@@ -4,6 +4,12 @@ per-token work beyond finding the content and the usage in each chunk.
 Each request asks for exactly `output_len` tokens (`ignore_eos` and `min_tokens`, which vLLM and SGLang
 both take) and for the usage in the stream's last chunk (`stream_options.include_usage`). The output-token
 count comes from that usage when the server sends it, else from the number of content chunks.
+
+The stream is timed as each engine's own benchmark times it. sglang.bench_serving counts a chunk once it
+carries text, and ends a request at the end of its stream. `vllm bench serve` (0.32,
+`vllm/benchmarks/lib/endpoint_request_func.py`) counts every chunk that carries a choice, text or not (vLLM
+sends an empty one before its first decoded text, and holds back partial UTF-8), and ends a request at its
+last such chunk. `every_choice=True` is vLLM's rule.
 """
 
 from __future__ import annotations
@@ -59,13 +65,15 @@ class ProbeClient:
     """One aiohttp session against one OpenAI-compatible server."""
 
     def __init__(self, base_url: str, *, model: str | None = None, endpoint: str = COMPLETIONS,
-                 limit: int = 0, request_timeout_s: float | None = None) -> None:
+                 limit: int = 0, request_timeout_s: float | None = None, every_choice: bool = False) -> None:
         if endpoint not in ENDPOINT_PATHS:
             raise ValueError(f"unknown endpoint {endpoint!r}")
         self.base_url = base_url.rstrip("/")
         self.model = model
         self.endpoint = endpoint
         self.url = self.base_url + ENDPOINT_PATHS[endpoint]
+        self.every_choice = every_choice
+        """Time every chunk with a choice, text or not, and end at the last one (vLLM's rule)."""
         self._session = aiohttp.ClientSession(
             read_bufsize=READ_BUFSIZE,
             timeout=aiohttp.ClientTimeout(total=request_timeout_s, sock_connect=10.0),
@@ -165,14 +173,15 @@ class ProbeClient:
                 if isinstance(usage, dict) and usage.get("completion_tokens") is not None:
                     usage_tokens = int(usage["completion_tokens"])
                     usage_prompt = usage.get("prompt_tokens")
-                if _content(doc):
+                text = _content(doc)
+                if text or (self.every_choice and text is not None):
                     chunks += 1
                     if ttft is None:
                         ttft = now
                     else:
                         gaps.append(now - last)
                     last = now
-        e2e = time.perf_counter() - started
+        e2e = last if self.every_choice and ttft is not None else time.perf_counter() - started
         if not done:
             raise ValueError("the stream ended before data: [DONE]")
         if ttft is None:

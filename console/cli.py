@@ -34,9 +34,6 @@ COMMANDS = {
     "probe": "console.commands.probe",
     "results": "console.commands.results",
     "explore": "console.commands.explore",
-    "watch": "console.commands.watch",
-    "alerts": "console.commands.alerts",
-    "web": "console.ui.web",
 }
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from console.config import DROP_IN, ENV_FILE, HostConfig
 from console.errors import HostError
 from console.sim.host import units as sim_units
+from console.sim.systemd import restart_settings, write_loaded
 
 
 class SimHostFiles:
@@ -64,13 +65,28 @@ class SimHostFiles:
             raise HostError(self.cfg.name, f"cannot write {path}: {exc.strerror or exc}") from None
 
     def reload_drop_ins(self) -> None:
-        """Drop-ins take effect only now, as with systemd's daemon-reload."""
+        """Drop-ins take effect only now, as with systemd's daemon-reload: the layout's environment, and
+        every unit's `Restart=`/`RestartSec=` (a template's `NAME@.service.d/` applies to each instance)."""
         loaded = {
             s.unit: sim_units.load_drop_ins(self.files_dir, s.unit)
             for s in self.cfg.services
             if s.mapping == DROP_IN and s.unit
         }
         sim_units.save_loaded_drop_ins(self.root / "loaded-drop-ins.json", loaded)
+        for unit in {u for s in self.cfg.services for u in s.all_units()}:
+            write_loaded(self.root / "units" / unit, restart_settings(self._drop_in_texts(unit)))
+
+    def _drop_in_texts(self, unit: str) -> list[str]:
+        """The unit's drop-ins, its template's first, each folder's files in name order."""
+        stem, at, instance = unit.partition("@")
+        folders = [f"{stem}@.{instance.rpartition('.')[2]}.d"] if at else []  # sim-k26@.service.d
+        folders.append(f"{unit}.d")
+        texts = []
+        for folder in folders:
+            path = self.files_dir / "etc/systemd/system" / folder
+            if path.is_dir():
+                texts += [conf.read_text(errors="replace") for conf in sorted(path.glob("*.conf"))]
+        return texts
 
     def layout_args(self, spec: sim_units.UnitSpec) -> tuple[list[str], dict[str, str]]:
         """The engine flags of a unit's layout, and the environment its files add.

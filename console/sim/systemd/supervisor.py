@@ -6,6 +6,9 @@ It runs ARGV in its own process group, copies its stdout and stderr into the uni
 the unit's state in `state.json`, and writes systemd's own lines (`Started ...`, `Main process exited,
 code=exited, status=1/FAILURE`, `Failed with result 'exit-code'.`, `Deactivated successfully.`). SIGTERM
 stops the unit: SIGTERM to the whole group, SIGKILL after the grace period, as `systemctl stop` does.
+With `Restart=` loaded from the unit's drop-ins (unit_file.py), a main process that ends on its own is
+started again after `RestartSec=`, in `activating/auto-restart` meanwhile, each restart counted in
+`n_restarts` (systemd's NRestarts) and announced as `Scheduled restart job, restart counter is at N.`
 With `--daemonize` it forks first, so the console that starts it never has to reap it.
 """
 
@@ -23,6 +26,7 @@ from pathlib import Path
 
 from console.hosts.procfs import proc_start_ticks
 from console.sim.systemd.journal import PRIORITY_INFO, PRIORITY_WARNING, append_entry
+from console.sim.systemd.unit_file import RestartPolicy, read_loaded
 from console.sim.systemd.unit_state import write_state
 
 _MAX_LINE_BYTES = 64 * 1024
@@ -95,6 +99,17 @@ class Supervisor:
 
     def run(self, argv: list[str]) -> int:
         self._reserve_space()
+        policy = read_loaded(self.unit_dir)  # Restart= and RestartSec= as loaded at the last daemon-reload
+        while True:
+            restart = self._run_once(argv, policy)
+            if restart is None:
+                return 1
+            if not restart or not self._restart_after(policy):
+                return 0
+
+    def _run_once(self, argv: list[str], policy: RestartPolicy) -> bool | None:
+        """One start of the main process to its end; whether the policy restarts it (None: it never ran)."""
+        self.output_done = threading.Event()
         self.set_state("activating", "start", result="success", main_pid=None, exec_main_status=None)
         self.log(f"Starting {self.description}...")
         try:
@@ -110,7 +125,7 @@ class Supervisor:
             self.log(f"{self.unit}: Failed to execute {argv[0]}: {exc.strerror}", priority=PRIORITY_WARNING)
             self.log(f"{self.unit}: Failed with result 'exit-code'.", priority=PRIORITY_WARNING)
             self.set_state("failed", "failed", result="exit-code", exec_main_status=203)
-            return 1
+            return None
         self.state["pgid"] = proc.pid
         self.set_state("active", "running", main_pid=proc.pid, started_at=time.time())
         self.log(f"Started {self.description}.")
@@ -118,8 +133,20 @@ class Supervisor:
         reader.start()
         killed_after_timeout = self._wait(proc)
         reader.join(timeout=2.0)
-        self._finish(proc.returncode, killed_after_timeout)
-        return 0
+        return self._finish(proc.returncode, killed_after_timeout, policy)
+
+    def _restart_after(self, policy: RestartPolicy) -> bool:
+        """Wait RestartSec in `auto-restart` (a stop ends the wait and the unit), then count the restart as
+        systemd does (NRestarts) and say so in its words; False when the unit was stopped meanwhile."""
+        if self.stop_requested.wait(timeout=policy.restart_sec):
+            failed = self.state.get("result") not in (None, "success")
+            self.set_state("failed" if failed else "inactive", "failed" if failed else "dead")
+            self.log(f"Stopped {self.description}.")
+            return False
+        self.state["n_restarts"] = int(self.state.get("n_restarts") or 0) + 1
+        self.log(f"{self.unit}: Scheduled restart job, restart counter is at {self.state['n_restarts']}.")
+        self.log(f"Stopped {self.description}.")
+        return True
 
     def _copy_output(self, proc: subprocess.Popen) -> None:
         """Copy the engine's output into the journal until it ends; output_done is set however this
@@ -161,7 +188,8 @@ class Supervisor:
                     return killed
             self.output_done.wait(timeout=0.01)
 
-    def _finish(self, returncode: int, killed_after_timeout: bool) -> None:
+    def _finish(self, returncode: int, killed_after_timeout: bool, policy: RestartPolicy) -> bool:
+        """Record how the main process ended; True when the policy starts it again."""
         stopping = self.stop_requested.is_set()
         if returncode >= 0:
             status, code = returncode, "exited"
@@ -183,17 +211,23 @@ class Supervisor:
             self.log(f"{self.unit}: Deactivated successfully.")
         if stopping and self.journal_error is None:
             self.log(f"Stopped {self.description}.")
-        active = "inactive" if clean else "failed"
+        restart = not stopping and self.journal_error is None and policy.restarts_after(clean)
+        if restart:  # systemd's auto-restart: activating, the result kept, until RestartSec has passed
+            active, sub = "activating", "auto-restart"
+        else:
+            active, sub = ("inactive", "dead") if clean else ("failed", "failed")
         self.set_state(
             active,
-            "dead" if clean else "failed",
+            sub,
             result=result,
             exec_main_status=status,
             main_pid=None,
             exited_at=time.time(),
         )
-        with contextlib.suppress(OSError):
-            os.unlink(self.unit_dir / RESERVE_FILE)
+        if not restart:
+            with contextlib.suppress(OSError):
+                os.unlink(self.unit_dir / RESERVE_FILE)
+        return restart
 
 
 def _killpg(pgid: int, sig: int) -> None:

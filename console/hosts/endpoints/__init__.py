@@ -1,14 +1,28 @@
-"""The HTTP endpoints the console reads: engine health and `/metrics`, and the Prometheus API.
+"""The HTTP endpoints the console reads (engine health and `/metrics`, the Prometheus API) and posts to
+(Alertmanager, a webhook).
 
 This is the package's public face: other rooms import these names from here, never from its modules.
 """
 
+from console.hosts.endpoints.alert_sinks import (
+    ALERTMANAGER_AUTHORIZATION_ENV,
+    WEBHOOK_AUTHORIZATION_ENV,
+    WEBHOOK_URL_ENV,
+    DeliveryError,
+    JsonPoster,
+    alertmanager_poster,
+    webhook_from_env,
+)
 from console.hosts.endpoints.bodies import json_document, read_limited
 from console.hosts.endpoints.health import MAX_PROBE_BODY_BYTES, HttpHealthProbe, LocalForward
 from console.hosts.endpoints.metrics import EngineMetricsReader, MetricsUnavailable, metrics_reader
 from console.hosts.endpoints.prometheus import PrometheusClient, VectorSample
 
 __all__ = [
+    "ALERTMANAGER_AUTHORIZATION_ENV",
+    "alertmanager_poster",
+    "DeliveryError",
+    "JsonPoster",
     "MAX_PROBE_BODY_BYTES",
     "EngineMetricsReader",
     "HttpHealthProbe",
@@ -19,4 +33,7 @@ __all__ = [
     "PrometheusClient",
     "read_limited",
     "VectorSample",
+    "WEBHOOK_AUTHORIZATION_ENV",
+    "WEBHOOK_URL_ENV",
+    "webhook_from_env",
 ]

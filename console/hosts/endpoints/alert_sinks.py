@@ -1,0 +1,129 @@
+"""Where the watch daemon's alerts go over HTTP: Alertmanager's API v2 and a generic JSON webhook.
+
+Both are one JSON POST. Credentials never come from hosts.toml:
+`SERVE_CONSOLE_ALERTMANAGER_AUTHORIZATION` is the whole Authorization header for every Alertmanager;
+the webhook is `SERVE_CONSOLE_WATCH_WEBHOOK_URL`, with `SERVE_CONSOLE_WATCH_WEBHOOK_AUTHORIZATION` as its
+header. An answer is read to 64 KiB and made printable; a failure is one `DeliveryError` line that says
+whether trying again can help.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import urlsplit
+
+import aiohttp
+
+from console.domain.text import printable
+from console.hosts.endpoints.bodies import read_limited
+
+ALERTMANAGER_AUTHORIZATION_ENV = "SERVE_CONSOLE_ALERTMANAGER_AUTHORIZATION"
+WEBHOOK_URL_ENV = "SERVE_CONSOLE_WATCH_WEBHOOK_URL"
+WEBHOOK_AUTHORIZATION_ENV = "SERVE_CONSOLE_WATCH_WEBHOOK_AUTHORIZATION"
+ALERTS_PATH = "/api/v2/alerts"
+_ANSWER_LIMIT_BYTES = 64 * 1024
+#: Answers after which the same request may succeed later: timeouts, throttling, the server's own faults.
+_RETRY_STATUSES = frozenset({401, 403, 408, 425, 429})
+
+
+class DeliveryError(Exception):
+    """A POST that did not land; `retry` says whether the same request may land later."""
+
+    def __init__(self, message: str, *, retry: bool) -> None:
+        super().__init__(message)
+        self.retry = retry
+
+
+def http_url_problem(url: str) -> str | None:
+    """Why `url` is no http(s) URL with a host, or None."""
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 (raises on a bad port)
+    except ValueError as exc:
+        return str(exc)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return "expected an http:// or https:// URL with a host"
+    if any(ch.isspace() or ord(ch) < 32 for ch in url):
+        return "whitespace or a control character in URL"
+    return None
+
+
+class JsonPoster:
+    """POSTs JSON documents to one URL over one aiohttp session.
+
+    Args:
+        url: Where to POST.
+        name: How errors name the destination (`alertmanager http://am:9093`).
+        headers: Extra headers (Authorization).
+        timeout_s: Per request.
+    """
+
+    def __init__(self, url: str, *, name: str, headers: Mapping[str, str] | None = None,
+                 timeout_s: float = 10.0) -> None:
+        self.url = url
+        self.name = name
+        self.headers = {"Content-Type": "application/json", **(headers or {})}
+        self.timeout_s = timeout_s
+        self._session: aiohttp.ClientSession | None = None
+
+    def _client(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self.timeout_s),
+                                                  headers=self.headers)
+        return self._session
+
+    async def post(self, document: Any) -> None:
+        """POST `document` as JSON.
+
+        Raises:
+            DeliveryError: unreachable, timed out or refused (one line, printable).
+        """
+        body = json.dumps(document, ensure_ascii=True, allow_nan=False)
+        try:
+            async with self._client().post(self.url, data=body, allow_redirects=False) as resp:
+                answer = await read_limited(resp, _ANSWER_LIMIT_BYTES)
+                status = resp.status
+        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+            raise DeliveryError(f"{self.name}: unreachable ({printable(str(exc) or type(exc).__name__)[:200]})",
+                                retry=True) from None
+        if 200 <= status < 300:
+            return
+        text = printable(answer[:300].decode("utf-8", "replace").strip())
+        retry = status >= 500 or status in _RETRY_STATUSES
+        why = " (set its credentials in the environment)" if status in (401, 403) else ""
+        raise DeliveryError(f"{self.name}: HTTP {status}{why}: {text}", retry=retry)
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+
+
+def alertmanager_poster(base_url: str, environ: Mapping[str, str] | None = None,
+                        timeout_s: float = 10.0) -> JsonPoster:
+    """A poster of alerts to Alertmanager's `POST /api/v2/alerts` under `base_url`."""
+    env = os.environ if environ is None else environ
+    header = env.get(ALERTMANAGER_AUTHORIZATION_ENV, "").strip()
+    return JsonPoster(base_url.rstrip("/") + ALERTS_PATH, name=f"alertmanager {base_url}",
+                      headers={"Authorization": header} if header else None, timeout_s=timeout_s)
+
+
+def webhook_from_env(environ: Mapping[str, str] | None = None, timeout_s: float = 10.0) -> JsonPoster | None:
+    """The webhook the environment names, or None.
+
+    Raises:
+        ValueError: the variable holds no usable URL (one line naming it; the URL may carry a token, so it
+            is not repeated).
+    """
+    env = os.environ if environ is None else environ
+    url = env.get(WEBHOOK_URL_ENV, "").strip()
+    if not url:
+        return None
+    if problem := http_url_problem(url):
+        raise ValueError(f"{WEBHOOK_URL_ENV}: {problem}")
+    header = env.get(WEBHOOK_AUTHORIZATION_ENV, "").strip()
+    parts = urlsplit(url)
+    return JsonPoster(url, name=f"webhook {parts.scheme}://{parts.hostname}",
+                      headers={"Authorization": header} if header else None, timeout_s=timeout_s)

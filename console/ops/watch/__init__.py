@@ -1,0 +1,28 @@
+"""The unattended watch daemon: hosts observed, alerts raised and resolved, delivered to Alertmanager and a
+webhook, remembered in the state file.
+
+This is the package's public face: other rooms import these names from here, never from its modules.
+"""
+
+from console.ops.watch.daemon import WatchDaemon, transition_line
+from console.ops.watch.delivery import ALERTMANAGER, WEBHOOK, Deliverer, Sink, webhook_document
+from console.ops.watch.observe import LOOKBACK_ENTRIES, HostObserver, RankSource
+from console.ops.watch.sinks import build_sinks
+from console.ops.watch.store import AlertStore, Delivery, open_alert_store
+
+__all__ = [
+    "ALERTMANAGER",
+    "AlertStore",
+    "build_sinks",
+    "Deliverer",
+    "Delivery",
+    "HostObserver",
+    "LOOKBACK_ENTRIES",
+    "open_alert_store",
+    "RankSource",
+    "Sink",
+    "transition_line",
+    "WatchDaemon",
+    "WEBHOOK",
+    "webhook_document",
+]

@@ -1,0 +1,169 @@
+"""`serve-console watch`: the unattended daemon that turns what the console sees into alerts.
+
+It observes every host (console/ops/watch/observe.py), has the rules judge each host whenever something
+changed (console/domain/alerts/), writes each transition to the state file and queues it for every
+destination (store.py), and delivers the queues (delivery.py). When it starts it reloads the alerts that
+were firing, so its own restart continues each incident instead of raising it again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+
+from console.config import ConsoleConfig
+from console.domain.alerts import (
+    FIRING,
+    RESOLVED,
+    UPDATED,
+    AlertBook,
+    HostWatch,
+    ServiceWatch,
+    Transition,
+    Verdict,
+)
+from console.hosts.base import Host
+from console.ops.audit import AuditLog
+from console.ops.watch.delivery import Deliverer, Sink
+from console.ops.watch.observe import HostObserver, RankSource
+from console.ops.watch.store import AlertStore
+
+
+def transition_line(transition: Transition) -> str:
+    """One log line: `FIRING ServeCrashLoop demo/k26 sim-k26@tp4ep2.service: ...`."""
+    alert = transition.alert
+    where = "/".join(v for v in (alert.label("host"), alert.label("service")) if v)
+    unit = alert.label("unit")
+    return (f"{transition.kind.upper()} {alert.label('alertname')} {where}" + (f" {unit}" if unit else "")
+            + f": {alert.annotation('summary')}")
+
+
+class WatchDaemon:
+    """Watches hosts and raises, updates and resolves alerts.
+
+    Args:
+        hosts: The hosts to watch, built by the caller (real, simulated, or fixed-data for tests).
+        config: The loaded config (its `[watch]` table; every host it names, watched or not).
+        store: The state file's alerts and outbox.
+        sinks: Where alerts go.
+        say: Where one-line reports go (stderr, i.e. the journal when run as a systemd service).
+        on_transition: Called with each transition (`watch --json` prints them).
+        audit: The audit log (the layout a single-unit service runs).
+        rank_source: Per-rank liveness of services over several hosts, where one is supplied.
+        clock: POSIX seconds.
+    """
+
+    def __init__(self, hosts: Sequence[Host], config: ConsoleConfig, store: AlertStore, sinks: Sequence[Sink], *,
+                 say: Callable[[str], None], on_transition: Callable[[Transition], None] | None = None,
+                 audit: AuditLog | None = None, rank_source: RankSource | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.config = config
+        self.watch = config.watch
+        self.store = store
+        self.sinks = list(sinks)
+        self.say = say
+        self.on_transition = on_transition
+        self.clock = clock
+        thresholds = self.watch.thresholds
+        self.started_at = clock()
+        self.book = AlertBook(thresholds)
+        self.book.restore(store.firing())
+        self.hosts = {h.name: h for h in hosts}
+        self.host_watches = {h.name: HostWatch(h.name, thresholds, self.started_at) for h in hosts}
+        self.service_watches: dict[str, dict[str, ServiceWatch]] = {
+            h.name: {s.name: ServiceWatch(h.name, s.name, s.all_units(), thresholds, self.started_at)
+                     for s in h.config.services}
+            for h in hosts
+        }
+        self.observers = [
+            HostObserver(h, self.host_watches[h.name], self.service_watches[h.name],
+                         interval_s=self.watch.interval_s, changed=self._changed_callback(h.name), audit=audit,
+                         rank_source=rank_source, clock=clock)
+            for h in hosts
+        ]
+        self.deliverer = Deliverer(store, self.sinks, resend_s=self.watch.resend_s,
+                                   firing=lambda: list(self.book.firing.values()), say=say, clock=clock)
+        self._due: dict[str, asyncio.TimerHandle] = {}
+
+    def _changed_callback(self, host: str) -> Callable[[], None]:
+        return lambda: self.evaluate(host)
+
+    async def run(self) -> None:
+        """Watch until cancelled."""
+        self._forget_unknown()
+        names = ", ".join(self.hosts) or "no hosts"
+        self.say(f"watching {names}; {len(self.book.firing)} alerts firing from before; "
+                 f"sending to {', '.join(s.name for s in self.sinks) or 'no destination (the state file only)'}")
+        tasks = [asyncio.create_task(self.deliverer.run(), name="watch-delivery")]
+        tasks += [asyncio.create_task(o.run(), name=f"watch-{o.host.name}") for o in self.observers]
+        try:
+            await asyncio.gather(*tasks)
+        finally:
+            for task in tasks:
+                task.cancel()
+            for handle in self._due.values():
+                handle.cancel()
+            with contextlib.suppress(Exception):
+                await asyncio.gather(*tasks, return_exceptions=True)
+
+    def _forget_unknown(self) -> None:
+        """Firing alerts of hosts or services the config no longer names resolve: nothing watches them."""
+        known = {(h.name, "") for h in self.config.hosts} | {(h.name, s.name) for h in self.config.hosts
+                                                               for s in h.services}
+        gone = [a for a in self.book.firing.values() if (a.label("host"), a.label("service")) not in known]
+        for alert in gone:
+            del self.book.firing[alert.fingerprint]
+        now = self.clock()
+        self._commit([Transition(RESOLVED, replace(a, ends_at=max(now, a.starts_at))) for a in gone])
+
+    def verdicts(self, host: str, now: float) -> list[Verdict]:
+        """Every rule's judgement of one host now."""
+        out = self.host_watches[host].verdicts(now, self.book.active_for(host))
+        for name, watch in self.service_watches[host].items():
+            out += watch.verdicts(now, self.book.active_for(host, name))
+        return out
+
+    def evaluate(self, host: str) -> list[Transition]:
+        """Judge one host again; record, queue and report what changed."""
+        now = self.clock()
+        transitions = self.book.apply(self.verdicts(host, now), now)
+        self._commit(transitions)
+        self._schedule(host, now)
+        return transitions
+
+    def _commit(self, transitions: Sequence[Transition]) -> None:
+        sinks = [s.name for s in self.sinks]
+        for transition in transitions:
+            stored = self.store.record(transition)
+            if transition.kind == UPDATED:
+                self.book.stored(stored)
+                continue  # Alertmanager hears new text with the next re-send; the webhook hears transitions
+            if transition.kind == FIRING:
+                self.book.stored(stored)
+            transition = Transition(transition.kind, stored)
+            for sink in self.store.enqueue(sinks, transition.kind, stored):
+                self.say(f"{sink}: queue full ({self.store.queue_max}); dropped its oldest delivery")
+            self.say(transition_line(transition))
+            if self.on_transition is not None:
+                self.on_transition(transition)
+        if transitions:
+            self.deliverer.wake()
+
+    def _schedule(self, host: str, now: float) -> None:
+        """Judge again when a failure that waits for its cause comes due."""
+        dues = [u.failure_due for w in self.service_watches[host].values() for u in w.units.values()
+                if u.failure_due is not None and u.failure_due > now]
+        if not dues:
+            return
+        delay = min(dues) - now + 0.01
+        old = self._due.pop(host, None)
+        if old is not None:
+            old.cancel()
+        with contextlib.suppress(RuntimeError):  # no running loop: a test judging by hand
+            self._due[host] = asyncio.get_running_loop().call_later(delay, self.evaluate, host)
+
+    async def close(self) -> None:
+        await self.deliverer.close()

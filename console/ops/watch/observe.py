@@ -1,0 +1,220 @@
+"""What the watch daemon sees of one host: its units' journals live, and a reading every `interval_s`.
+
+The journal of each unit that runs (or just died) is followed through the host's journal hub, so each
+entry is triaged once, by the same triager and phase tracker the TUI uses, and a fatal line reaches the
+rules at once. Every `interval_s` the unit states (systemd's NRestarts among them), `/health`, the
+engine's gauges and, from dcgm-exporter, the GPUs' Xids are read. A host that cannot be read is only
+marked so; its units' alerts stay as they are until it can be read again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable, Sequence
+
+from console.config import DROP_IN, ENV_FILE, ServiceConfig
+from console.domain.alerts import HostWatch, RankLiveness, ServiceWatch
+from console.domain.models import Finding, FindingClass, Phase, UnitState
+from console.domain.triage import OPEN, as_engine_error, decisive, tier_of, xid_findings
+from console.hosts.base import Host
+from console.hosts.endpoints import MetricsUnavailable, metrics_reader
+from console.hosts.journal_hub import ReadEntry
+from console.ops.audit import AuditLog
+
+#: Entries read back when the daemon begins to follow a unit: a start's first lines, and the restarts
+#: inside the crash loop's window, which the daemon did not see live (it just started, or the unit did).
+LOOKBACK_ENTRIES = 2000
+#: Journal streams per host at most (each is an SSH channel; the console's own cap is 6 per connection).
+MAX_FOLLOWED = 4
+#: Findings of one start kept for its decisive finding.
+START_FINDINGS = 256
+READ_TIMEOUT_S = 10.0
+RESUME_AFTER_S = 1.0
+
+#: Per-rank liveness of a service over several hosts, where a status reports it (None: it does not).
+RankSource = Callable[[Host, ServiceConfig], Awaitable[Sequence[RankLiveness] | None]]
+
+
+class _Follower:
+    """One unit's journal as the daemon reads it: the current start's findings and the stream's task."""
+
+    def __init__(self) -> None:
+        self.findings: deque[Finding] = deque(maxlen=START_FINDINGS)
+        self.cursor: str | None = None
+        self.task: asyncio.Task[None] | None = None
+
+
+def _live(state: UnitState, now: float, window_s: float) -> bool:
+    """Worth following: it runs, waits for its restart, or changed within the crash loop's window."""
+    return state.is_running or state.sub == "auto-restart" or (
+        state.active == "failed" and now - (state.since or now) < window_s)
+
+
+class HostObserver:
+    """Feeds one host's observations to its rules, and says when something changed.
+
+    Args:
+        host: The host.
+        host_watch: Its host rules.
+        services: Its services' rules by service name.
+        interval_s: Seconds between readings.
+        changed: Called when the rules should judge this host again.
+        audit: The audit log (the layout a single-unit service runs); None: unknown.
+        rank_source: Per-rank liveness of multi-host services, where one is supplied.
+        clock: POSIX seconds.
+    """
+
+    def __init__(self, host: Host, host_watch: HostWatch, services: dict[str, ServiceWatch], *, interval_s: float,
+                 changed: Callable[[], None], audit: AuditLog | None = None, rank_source: RankSource | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.host = host
+        self.host_watch = host_watch
+        self.services = services
+        self.interval_s = interval_s
+        self.changed = changed
+        self.audit = audit
+        self.rank_source = rank_source
+        self.clock = clock
+        self.followers: dict[str, _Follower] = {}
+
+    async def run(self) -> None:
+        """Read the host every `interval_s` until cancelled."""
+        try:
+            while True:
+                started = time.monotonic()
+                await self.poll()
+                self.changed()
+                await asyncio.sleep(max(0.0, self.interval_s - (time.monotonic() - started)))
+        finally:
+            for follower in self.followers.values():
+                if follower.task is not None:
+                    follower.task.cancel()
+
+    async def poll(self) -> None:
+        """One reading of every service (and, with dcgm-exporter, the GPUs)."""
+        reached = False
+        errors = []
+        for cfg in self.host.config.services:
+            try:
+                async with asyncio.timeout(READ_TIMEOUT_S):
+                    await self._service(cfg)
+                reached = True
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # a host that is down, a dropped connection, a command that hung
+                errors.append(str(exc) or type(exc).__name__)
+        if reached:
+            self.host_watch.reached(self.clock())
+        else:
+            self.host_watch.missed("; ".join(errors)[:300] or "no reading")
+        await self._gpus()
+
+    async def _service(self, cfg: ServiceConfig) -> None:
+        watch = self.services[cfg.name]
+        states = await asyncio.gather(*(self.host.services.state(u) for u in cfg.all_units()))
+        now = self.clock()
+        for state in states:
+            watch.units[state.unit].observe(state, now)
+        self._layouts(cfg, watch, states)
+        self._follow(cfg, [s for s in states if _live(s, now, watch.t.crash_loop_window_s)])
+        running = any(s.is_running for s in states)
+        probe = self.host.probes.get(cfg.name)
+        ready = False
+        if probe is not None:
+            with contextlib.suppress(Exception):
+                sample = await probe.probe()
+                ready = sample.status == "ready"
+                watch.observe_health(ready, sample.taken_at)
+        kv = waiting = None
+        reader = metrics_reader(probe, cfg.engine) if running and ready else None
+        if reader is not None:
+            with contextlib.suppress(MetricsUnavailable):
+                scrape = await reader.scrape()
+                kv, waiting = scrape.kv_cache_usage, scrape.waiting_requests
+        watch.observe_engine(kv, waiting, self.clock())
+        if self.rank_source is not None:
+            ranks = await self.rank_source(self.host, cfg)
+            if ranks is not None:
+                watch.observe_ranks(ranks, self.clock())
+
+    def _layouts(self, cfg: ServiceConfig, watch: ServiceWatch, states: Sequence[UnitState]) -> None:
+        if cfg.mapping in (ENV_FILE, DROP_IN):
+            layout = self.audit.last_started_layout(self.host.name, cfg.name) if self.audit else None
+            watch.layouts = {u: layout for u in cfg.all_units() if layout}
+        else:
+            watch.layouts = {cfg.unit_for(lc): lc.name for lc in cfg.layouts}
+
+    async def _gpus(self) -> None:
+        if self.host.config.gpus != "dcgm":  # the only GPU source that reports Xids
+            self.host_watch.observe_gpus(())
+            return
+        with contextlib.suppress(Exception):
+            async with asyncio.timeout(READ_TIMEOUT_S):
+                snapshot = await self.host.gpus.sample()
+            if snapshot.error is None:
+                self.host_watch.observe_gpus(xid_findings(snapshot))
+
+    # -- the journals -------------------------------------------------------------------------------
+    def _follow(self, cfg: ServiceConfig, live: Sequence[UnitState]) -> None:
+        """Follow the live units of a service (running ones first), at most MAX_FOLLOWED per host."""
+        wanted = [s.unit for s in sorted(live, key=lambda s: not s.is_running)]
+        for unit in wanted:
+            follower = self.followers.get(unit)
+            if follower is None:
+                if sum(1 for f in self.followers.values() if f.task and not f.task.done()) >= MAX_FOLLOWED:
+                    break
+                follower = self.followers[unit] = _Follower()
+            if follower.task is None or follower.task.done():
+                follower.task = asyncio.create_task(self._read(cfg, unit, follower), name=f"watch-journal-{unit}")
+        for unit in [u for u in cfg.all_units() if u in self.followers and u not in wanted]:
+            follower = self.followers.pop(unit)
+            if follower.task is not None:
+                follower.task.cancel()
+
+    async def _read(self, cfg: ServiceConfig, unit: str, follower: _Follower) -> None:
+        """Follow one unit's journal, resuming after the last entry read when the stream breaks."""
+        while True:
+            try:
+                stream = self.host.journals.subscribe(
+                    unit, engine=cfg.engine, after_cursor=follower.cursor,
+                    lines=None if follower.cursor else LOOKBACK_ENTRIES)
+                async with contextlib.aclosing(stream):
+                    async for read in stream:
+                        follower.cursor = read.entry.cursor
+                        if self.on_entry(cfg, unit, follower, read):
+                            self.changed()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # a dropped SSH channel: the hub's stream ends; resume after the cursor
+                pass
+            await asyncio.sleep(RESUME_AFTER_S)
+
+    def on_entry(self, cfg: ServiceConfig, unit_name: str, follower: _Follower, read: ReadEntry) -> bool:
+        """Take one entry's phase and findings; True when the rules should judge again."""
+        unit = self.services[cfg.name].units[unit_name]
+        by_systemd = read.entry.source == "systemd"
+        changed = False
+        if read.phase is not None:
+            if read.phase.phase is Phase.STARTING and by_systemd:
+                follower.findings.clear()  # a new start: its failure is its own
+            unit.phase_seen(read.phase, by_systemd=by_systemd)
+            changed = True
+        fatal = False
+        for finding in read.findings:
+            follower.findings.append(finding)
+            if finding.cls is FindingClass.GPU_XID:
+                self.host_watch.journal_xid(finding)
+                changed = True
+            fatal = fatal or finding.fatal
+        if fatal:
+            cause = decisive(list(follower.findings))
+            if cause is not None and cause.cls is FindingClass.UNIT_FAILED:
+                unexplained = [f for f in follower.findings if f.cls is FindingClass.TRACEBACK]
+                cause = as_engine_error(unexplained[-1]) if unexplained else cause  # the exception that ended it
+            if cause is not None:
+                unit.fatal(cause, read.entry.ts, root=tier_of(cause.cls) < OPEN)
+                changed = True
+        return changed

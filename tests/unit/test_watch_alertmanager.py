@@ -1,0 +1,187 @@
+"""`serve-console watch` against a real Alertmanager, on simulated hosts at a small time scale.
+
+A failed start arrives with its card; a unit with `Restart=always` that dies every time is named as a
+crash loop with the cause of its last death; an alert resolves; Alertmanager down and up again loses
+no alert; the daemon restarted raises no second alert for the same incident. The alerts are read back
+from Alertmanager's API (`GET /api/v2/alerts`) and `amtool`, and from the webhook its route notifies.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from alertmanager import alertmanager, alertmanager_session  # noqa: F401 (fixtures)
+from sim_fixtures import sim_host_config
+
+from console.config import ConsoleConfig, WatchConfig
+from console.domain.alerts import CRASH_LOOP, ENGINE_FAILED, AlertThresholds
+from console.hosts.endpoints import WEBHOOK_AUTHORIZATION_ENV, WEBHOOK_URL_ENV
+from console.ops.watch import AlertStore, WatchDaemon, build_sinks
+
+pytestmark = pytest.mark.slow
+TIME_SCALE = 0.01
+OOM_UNIT = "sim-k26@tp4ep2.service"
+READY_UNIT = "sim-k26@ep8.service"
+
+
+class Watch:
+    """A watch daemon over one simulated host, run as a task of the test's loop; restartable."""
+
+    def __init__(self, host, state_file: Path, am_url: str, webhook_url: str) -> None:
+        self.host = host
+        self.state_file = state_file
+        thresholds = AlertThresholds(crash_loop_restarts=3, crash_loop_window_s=120.0, state_grace_s=1.0)
+        self.config = ConsoleConfig(path=state_file.parent / "hosts.toml", hosts=(host.config,),
+                                    watch=WatchConfig(alertmanagers=(am_url,), interval_s=0.3, resend_s=1.0,
+                                                      thresholds=thresholds))
+        self.environ = {WEBHOOK_URL_ENV: webhook_url + "/hook", WEBHOOK_AUTHORIZATION_ENV: "Bearer test-token"}
+        self.lines: list[str] = []
+        self.daemon: WatchDaemon | None = None
+        self.task: asyncio.Task | None = None
+        self.store: AlertStore | None = None
+
+    def start(self) -> WatchDaemon:
+        self.store = AlertStore(self.state_file)
+        self.daemon = WatchDaemon([self.host], self.config, self.store, build_sinks(self.config.watch, self.environ),
+                                  say=self.lines.append)
+        self.task = asyncio.create_task(self.daemon.run())
+        return self.daemon
+
+    async def stop(self) -> None:
+        if self.task is not None:
+            self.task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.task
+        if self.daemon is not None:
+            await self.daemon.close()
+        if self.store is not None:
+            self.store.close()
+        self.task = self.daemon = self.store = None
+
+
+@pytest.fixture
+async def watch(sim_hosts, alertmanager, tmp_path):  # noqa: F811 (the fixture imported above)
+    server, capture = alertmanager
+    name = f"am-{uuid.uuid4().hex[:8]}"  # Alertmanager is shared by the session: each test its own host
+    host = sim_hosts(sim_host_config(name, time_scale=TIME_SCALE))
+    harness = Watch(host, tmp_path / "audit.sqlite3", server.url, capture.url)
+    yield harness
+    await harness.stop()
+
+
+async def until(predicate, timeout_s: float = 30.0, what: str = "condition"):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = await asyncio.to_thread(predicate)
+        if value:
+            return value
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"timed out after {timeout_s:g} s waiting for {what}")
+
+
+async def test_a_failed_start_reaches_alertmanager_with_its_card(watch, alertmanager):  # noqa: F811
+    server, capture = alertmanager
+    host = watch.host.name
+    watch.start()
+    await watch.host.services.start(OOM_UNIT)
+    found = await until(lambda: server.alerts(alertname=ENGINE_FAILED, host=host), what="the failure in Alertmanager")
+    alert = found[0]
+    assert alert["labels"] == {"alertname": ENGINE_FAILED, "host": host, "service": "k26", "unit": OOM_UNIT,
+                               "layout": "TP4 EP2", "severity": "critical"}
+    notes = alert["annotations"]
+    assert notes["class"] == "cuda_oom" and "CUDA OOM on GPU" in notes["summary"]
+    assert notes["figures"].startswith("GPU ") and "tried" in notes["figures"]
+    assert "mem-fraction-static" in notes["hint"] and "TP4 EP2" in notes["description"]
+    assert notes["rank"]
+    by_amtool = server.amtool(f"alertname={ENGINE_FAILED}", f"host={host}")
+    assert [a["labels"]["unit"] for a in by_amtool] == [OOM_UNIT]
+    hooked = await until(lambda: [a for a in capture.alerts("/hook") if a["labels"]["host"] == host],
+                         what="the webhook's delivery")
+    assert hooked[0]["status"] == "firing" and hooked[0]["annotations"]["class"] == "cuda_oom"
+    assert {b["authorization"] for b in capture.bodies if b["path"] == "/hook"} == {"Bearer test-token"}
+
+
+async def test_a_crash_loop_is_named_with_the_cause_of_its_last_death(watch, alertmanager):  # noqa: F811
+    server, _capture = alertmanager
+    host = watch.host.name
+    services = watch.host.services
+    await services.write_file("/etc/systemd/system/sim-k26@.service.d/restart.conf",
+                              "[Service]\nRestart=always\nRestartSec=0.2\n")
+    await services.daemon_reload()
+    watch.start()
+    await services.start(OOM_UNIT)
+    found = await until(lambda: server.alerts(alertname=CRASH_LOOP, host=host), timeout_s=60,
+                        what="the crash loop in Alertmanager")
+    state = await services.state(OOM_UNIT)
+    assert state.n_restarts >= 3  # systemd's counter, as the simulated systemd keeps it
+    alert = found[0]
+    assert alert["labels"]["unit"] == OOM_UNIT and alert["labels"]["severity"] == "critical"
+    assert "crash-looping" in alert["annotations"]["summary"]
+    assert "last death: CUDA OOM on GPU" in alert["annotations"]["summary"]
+    assert alert["annotations"]["class"] == "cuda_oom"
+    # the failure itself fires once for the whole loop, not once per death
+    assert len(server.alerts(alertname=ENGINE_FAILED, host=host)) == 1
+    await services.stop(OOM_UNIT)
+
+
+async def test_an_alert_resolves_when_the_service_is_ready_again(watch, alertmanager):  # noqa: F811
+    server, capture = alertmanager
+    host = watch.host.name
+    watch.start()
+    await watch.host.services.start(OOM_UNIT)
+    await until(lambda: server.alerts(alertname=ENGINE_FAILED, host=host), what="the failure")
+    await watch.host.services.start(READY_UNIT)  # another layout of the service comes up ready
+    await until(lambda: not server.alerts(alertname=ENGINE_FAILED, host=host), timeout_s=60,
+                what="the failure to resolve in Alertmanager")
+    resolved = await until(lambda: [a for a in capture.alerts("/notify") if a["labels"].get("host") == host
+                                    and a["status"] == "resolved"], what="Alertmanager's resolved notification")
+    assert resolved[0]["labels"]["alertname"] == ENGINE_FAILED
+    assert resolved[0]["endsAt"] > resolved[0]["startsAt"]
+    stored = watch.store.alerts(host=host)
+    assert [(a.label("alertname"), a.firing) for a in stored] == [(ENGINE_FAILED, False)]
+    assert stored[0].ends_at > stored[0].starts_at
+    hooked = [a["status"] for a in capture.alerts("/hook") if a["labels"]["host"] == host]
+    assert hooked == ["firing", "resolved"]
+
+
+async def test_alertmanager_down_then_up_loses_no_alert(watch, alertmanager):  # noqa: F811
+    server, _capture = alertmanager
+    host = watch.host.name
+    server.stop()
+    watch.start()
+    await watch.host.services.start(OOM_UNIT)
+    await until(lambda: watch.store.alerts(host=host), what="the failure in the state file")
+    await until(lambda: any("unreachable" in line for line in watch.lines), what="the delivery to fail")
+    assert watch.store.queued(f"alertmanager {server.url}") >= 1
+    await asyncio.sleep(1.5)  # a few retries while it is down
+    server.start()
+    found = await until(lambda: server.alerts(alertname=ENGINE_FAILED, host=host), timeout_s=30,
+                        what="the queued alert once Alertmanager is back")
+    assert found[0]["annotations"]["class"] == "cuda_oom"
+    await until(lambda: watch.store.queued() == 0, what="the queue to drain")
+    assert watch.store.counters() == {}  # nothing dropped
+
+
+async def test_the_daemon_restarted_raises_no_second_alert(watch, alertmanager):  # noqa: F811
+    server, capture = alertmanager
+    host = watch.host.name
+    watch.start()
+    await watch.host.services.start(OOM_UNIT)
+    first = (await until(lambda: server.alerts(alertname=ENGINE_FAILED, host=host), what="the failure"))[0]
+    await until(lambda: capture.alerts("/hook"), what="the webhook's delivery")
+    await watch.stop()
+    watch.start()  # the same state file, as systemd's Restart=always would start it again
+    await asyncio.sleep(4.0)  # several re-sends and readings later
+    again = server.alerts(alertname=ENGINE_FAILED, host=host)
+    assert len(again) == 1 and again[0]["fingerprint"] == first["fingerprint"]
+    assert again[0]["startsAt"] == first["startsAt"]
+    stored = watch.store.alerts(host=host)
+    assert len(stored) == 1 and stored[0].firing, "\n".join(watch.lines)
+    hooked = [a for a in capture.alerts("/hook") if a["labels"]["host"] == host]
+    assert [a["status"] for a in hooked] == ["firing"]
+    assert any("1 alerts firing from before" in line for line in watch.lines)

@@ -7,6 +7,11 @@ and the start-up phase it happened in (when the log shows one). A clean log prin
 `no findings in N lines`. With `--json`, one JSON object per finding (`Finding.to_json()`), the
 decisive one first with `"decisive": true`. Exit codes: 0 no fatal finding, 1 a fatal finding,
 2 an unreadable file or no input.
+
+A log that holds several starts of the unit (systemd's `Started ...`, or the engine's first line
+again) is read start by start: the decisive finding is the last start's, and the exit code says how
+the last start ended; every finding is still listed, with its start, and each earlier start's own
+cause is named in one line. No finding of one start explains another's.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import sys
 from collections import deque
 from collections.abc import Iterable, Iterator
 from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
 from typing import IO, Any
 
 from console.domain.models import Engine, Finding, Phase
@@ -60,9 +66,10 @@ def run(args: argparse.Namespace) -> int:
     engine = Engine(args.engine) if args.engine else None
     triager = Triager(engine)
     tracker = PhaseTracker(engine) if engine else None
-    where: dict[int, str] = {}  # a finding's seq -> "line N, phase"
-    recent: deque[tuple[int, str]] = deque(maxlen=256)  # (seq, where) of the last lines: findings come late
+    where: dict[int, Place] = {}  # a finding's seq -> its line, start and phase
+    recent: deque[tuple[int, Place]] = deque(maxlen=256)  # (seq, place) of the last lines: findings come late
     findings: list[Finding] = []
+    starts: list[tuple[int, int]] = [(0, 1)]  # (seq, line number) where each start began
     lines = 0
     try:
         with _open(path) as stream:
@@ -72,11 +79,11 @@ def run(args: argparse.Namespace) -> int:
                     tracker = PhaseTracker(guess)
                 if tracker is not None:
                     tracker.feed(line, 0.0)
-                here = f"line {number}"
-                if tracker is not None and tracker.phase is not Phase.STOPPED:
-                    here += f", {tracker.phase.value}"
-                recent.append((triager.lines_read + 1, here))
                 found = triager.feed(line)
+                if triager.start.starts > len(starts):
+                    starts.append((triager.start.began_at, number))
+                phase = tracker.phase.value if tracker is not None and tracker.phase is not Phase.STOPPED else None
+                recent.append((triager.lines_read, Place(number, len(starts), phase)))
                 _place(found, recent, where)
                 findings += found
     except OSError as exc:
@@ -84,16 +91,29 @@ def run(args: argparse.Namespace) -> int:
     found = triager.finish()
     _place(found, recent, where)
     findings += found
-    top = triager.decisive()
+    top = triager.decisive()  # the last start's
     if args.json:
-        _print_json(top, findings, where)
+        _print_json(top, findings, where, starts)
     else:
-        _print_text(top, findings, where, lines)
+        _print_text(top, findings, where, lines, starts)
     sys.stdout.flush()
     return 1 if top is not None else 0
 
 
-def _place(found: list[Finding], recent: Iterable[tuple[int, str]], where: dict[int, str]) -> None:
+@dataclass(frozen=True, slots=True)
+class Place:
+    """Where a finding's line is: its number in the file, the start it belongs to, its start-up phase."""
+
+    line_no: int
+    start: int
+    phase: str | None
+
+    def text(self, several_starts: bool) -> str:
+        start = f", start {self.start}" if several_starts else ""
+        return f"line {self.line_no}{start}" + (f", {self.phase}" if self.phase else "")
+
+
+def _place(found: list[Finding], recent: Iterable[tuple[int, Place]], where: dict[int, Place]) -> None:
     """Remember where each finding's line is, while that line is still among the recent ones."""
     for finding in found:
         if finding.seq is not None:
@@ -103,48 +123,78 @@ def _place(found: list[Finding], recent: Iterable[tuple[int, str]], where: dict[
                     break
 
 
-def _print_text(top: Finding | None, findings: list[Finding], where: dict[int, str], lines: int) -> None:
+def _print_text(
+    top: Finding | None, findings: list[Finding], where: dict[int, Place], lines: int, starts: list[tuple[int, int]]
+) -> None:
     from console.domain.text import shown
 
+    several = len(starts) > 1
     if not findings and top is None:
         print(f"no findings in {lines} lines")
         return
     if top is not None:
-        print(f"{top.cls.value:<21} {shown(top.rank or '-'):<11} {shown(top.summary)}  ({_where(top, where)})")
+        print(f"{top.cls.value:<21} {shown(top.rank or '-'):<11} {shown(top.summary)}  ({_where(top, where, several)})")
         print(f"  what to do: {shown(top.hint or '')}")
         if top.context is not None:
             print(f"  while: {top.context.value}")
         if top.consequences:
-            folded = ", ".join(f"{c.cls.value} ({_where(c, where)})" for c in top.consequences[:8])
+            folded = ", ".join(f"{c.cls.value} ({_where(c, where, several)})" for c in top.consequences[:8])
             more = f" and {len(top.consequences) - 8} more" if len(top.consequences) > 8 else ""
             print(f"  which explains: {folded}{more}")
+        if several:
+            print(f"  in {_starts_text(findings, where, starts)}")
         print("all findings:")
+    elif several:
+        print(f"no fatal finding in {_starts_text(findings, where, starts)}; all findings:")
     else:
         print(f"no fatal finding in {lines} lines; notes:")
     for f in findings:
-        print(f"{f.cls.value:<21} {shown(f.rank or '-'):<11} {shown(f.summary)}  ({_where(f, where)})")
+        print(f"{f.cls.value:<21} {shown(f.rank or '-'):<11} {shown(f.summary)}  ({_where(f, where, several)})")
 
 
-def _print_json(top: Finding | None, findings: list[Finding], where: dict[int, str]) -> None:
+def _starts_text(findings: list[Finding], where: dict[int, Place], starts: list[tuple[int, int]]) -> str:
+    """`the last of 3 starts (from line 60); earlier: start 1 cuda_oom (line 30), ...`: each earlier
+    start's own decisive finding, never linked to another start's."""
+    from console.domain.triage import decisive
+
+    earlier = []
+    for number in range(1, len(starts)):
+        own = decisive([f for f in findings if _start_of(f, starts) == number])
+        earlier.append(f"start {number} " + (f"{own.cls.value} ({_where(own, where, False)})" if own else "no fatal finding"))
+    return f"the last of {len(starts)} starts (from line {starts[-1][1]}); earlier: {', '.join(earlier)}"
+
+
+def _start_of(finding: Finding, starts: list[tuple[int, int]]) -> int:
+    """The start (1, 2, ...) a finding belongs to: the last one begun at or before its line."""
+    if finding.seq is None:
+        return len(starts)
+    return sum(1 for began, _line in starts if began <= finding.seq)
+
+
+def _print_json(
+    top: Finding | None, findings: list[Finding], where: dict[int, Place], starts: list[tuple[int, int]]
+) -> None:
     # ensure_ascii: exact text, and no C1 or bidi character live
     if top is not None:
-        print(json.dumps({**_json(top, where), "decisive": True}))
+        print(json.dumps({**_json(top, where, starts), "decisive": True}))
     for f in findings:
         if top is not None and f.seq == top.seq and f.line == top.line:
             continue  # printed first, as the decisive finding
-        print(json.dumps({**_json(f, where), "decisive": False}))
+        print(json.dumps({**_json(f, where, starts), "decisive": False}))
 
 
-def _json(finding: Finding, where: dict[int, str]) -> dict[str, Any]:
+def _json(finding: Finding, where: dict[int, Place], starts: list[tuple[int, int]]) -> dict[str, Any]:
     data = finding.to_json()
     here = where.get(finding.seq) if finding.seq is not None else None
     if here is not None:
-        data["line_no"] = int(here.split(",")[0].removeprefix("line "))
+        data["line_no"] = here.line_no
+    data["start"] = _start_of(finding, starts)
     return data
 
 
-def _where(finding: Finding, where: dict[int, str]) -> str:
-    return where.get(finding.seq, "end of log") if finding.seq is not None else "end of log"
+def _where(finding: Finding, where: dict[int, Place], several_starts: bool) -> str:
+    here = where.get(finding.seq) if finding.seq is not None else None
+    return here.text(several_starts) if here is not None else "end of log"
 
 
 def guess_engine(line: str) -> Engine | None:

@@ -62,8 +62,9 @@ class _Feed:
         # Who wrote the entry decides what it may say: systemd's milestones come only from systemd.
         phase = self.tracker.feed(entry.message, entry.ts, entry.by_systemd)
         findings = tuple(self.triager.feed(entry.message, entry.ts, entry.by_systemd))
+        began = self.triager.start.began_at  # a start's last message, reported as the next begins, is its own
         for finding in findings:  # a fatal line ends the start: later lines of it move no phase
-            if finding.fatal and finding.cls is not FindingClass.UNIT_FAILED:
+            if finding.fatal and finding.cls is not FindingClass.UNIT_FAILED and (finding.seq or began) >= began:
                 phase = self.tracker.mark_failed(entry.ts, finding.summary, finding.rank) or phase
         return ReadEntry(entry, findings, phase)
 

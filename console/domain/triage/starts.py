@@ -8,7 +8,9 @@ rule links a finding of one start to another's.
 A start begins at systemd's own `Started ...` line, once the start before it logged anything, or at
 the engine's first line of a start (SGLang's `server_args=ServerArgs(`, vLLM's version banner) when
 the engine had already opened this start or the start had already ended. systemd's lines between two
-starts (`Starting ...`, `Scheduled restart job`) are no start's content.
+starts (`Starting ...`, `Scheduled restart job`) are no start's content. Between systemd's starts,
+systemd said how the last one ended; a start the engine's first line ends said nothing of its end,
+so what it was in the middle of (a traceback cut off) is read as the end of a log.
 """
 
 from __future__ import annotations
@@ -16,6 +18,10 @@ from __future__ import annotations
 from console.domain.log_origin import SYSTEMD_STARTED, by_systemd, opens_engine_start
 from console.domain.models import Finding, FindingClass
 from console.domain.rank import split_header
+
+#: What began a new start (StartTracker.read).
+BY_SYSTEMD = "systemd"
+BY_ENGINE = "engine"
 
 #: Findings of one start kept, oldest dropped first.
 MAX_HISTORY = 512
@@ -77,9 +83,10 @@ class StartTracker:
         self._content = True
         self._ended = self._ended or finding.fatal
 
-    def read(self, line: str, seq: int, systemd: bool | None) -> bool:
-        """Whether this line begins a new start (every line passes here; an ordinary one costs three
-        substring scans).
+    def read(self, line: str, seq: int, systemd: bool | None) -> str | None:
+        """Whether this line begins a new start: BY_SYSTEMD (its `Started` line) or BY_ENGINE (the
+        engine's first line), else None. Every line passes here; an ordinary one costs three substring
+        scans.
 
         Args:
             line: The line.
@@ -89,7 +96,7 @@ class StartTracker:
         if SYSTEMD_STARTED not in line and "server_args=" not in line and "API server version" not in line:
             if not self._content:
                 self._content = systemd is False or (systemd is None and not by_systemd(split_header(line), None))
-            return False
+            return None
         header = split_header(line, deep=True)
         payload = header.payload
         if payload.startswith(SYSTEMD_STARTED) and by_systemd(header, systemd):
@@ -98,7 +105,7 @@ class StartTracker:
             new, engine = self._engine_opened or self._ended, True
         else:
             self._content = self._content or not by_systemd(header, systemd)
-            return False
+            return None
         if new:
             self.starts += 1
             self.began_at = seq
@@ -106,4 +113,6 @@ class StartTracker:
             self._engine_opened = False
         self._engine_opened = self._engine_opened or engine
         self._content = engine
-        return new
+        if not new:
+            return None
+        return BY_ENGINE if engine else BY_SYSTEMD

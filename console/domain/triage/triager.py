@@ -37,7 +37,7 @@ from console.domain.triage.open_world import end_of_log, open_world
 from console.domain.triage.root_cause import decisive
 from console.domain.triage.signature_table import read_signature
 from console.domain.triage.signatures import clip
-from console.domain.triage.starts import StartFindings, StartTracker
+from console.domain.triage.starts import BY_ENGINE, StartFindings, StartTracker
 from console.domain.triage.wraps import WRAP_WIDTH, WrapReader
 
 __all__ = ["Triager", "classify_line", "decisive", "parse_rank", "triage_lines"]
@@ -103,8 +103,10 @@ class Triager:
         self._count += 1
         prev, self._prev = self._prev, line
         rest = self._wrap.may_be_rest(line, prev) and self._pending is None
-        if self.start.read(line, self._count, systemd):
-            out = self._flush()  # the message the last start was still assembling is that start's
+        if began := self.start.read(line, self._count, systemd):
+            # The last start has ended: what it was assembling is its own; and when systemd did not say
+            # how it ended, what it ended on (a traceback cut off) is too, as at the end of a log.
+            out = self.finish() if began == BY_ENGINE else self._flush()
             self.reset()
             return out
         ordinary = not may_match(line)

@@ -14,7 +14,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "tail",
         help="the journal of a service's unit, findings marked",
         description="The running layout's unit (or the one that ran last), or --unit. Findings of triage "
-        "are marked with `>>` (or carry a `finding` object with --json).",
+        "are marked with `>>` (or carry a `finding` object with --json). The console's own probe "
+        "requests (its /health, /metrics and /v1/models polls in the engine's access log) are hidden, "
+        "as the TUI folds them, unless --probes.",
     )
     add_host_option(parser)
     parser.add_argument("--unit", metavar="U", help="this unit instead of the service's current one")
@@ -23,7 +25,15 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--no-redact", action="store_true",
                         help="with --json, the host's exact text, API keys and tokens included")
     parser.add_argument("-n", type=int, default=50, metavar="N", help="entries before following (default 50)")
+    parser.add_argument("--probes", action="store_true",
+                        help="show the console's own /health, /metrics and /v1/models requests (hidden, as the "
+                        "TUI folds them)")
     parser.set_defaults(func=run)
+
+
+#: Without --probes, the last N entries worth showing are looked for among this many more: an idle
+#: engine's journal is mostly the console's own probes.
+PROBE_HISTORY = 2000
 
 
 def run(args: argparse.Namespace) -> int:
@@ -58,8 +68,7 @@ async def _tail(host_cfg, service, args: argparse.Namespace) -> int:
         # JSON output is shipped and stored: secrets are masked there too unless asked (--no-redact);
         # json.dumps escapes every control character, so nothing else is changed.
         exact = (lambda text: text) if args.no_redact else redact
-        async for entry in host.services.journal(unit, follow=args.follow, lines=args.n):
-            findings = triager.feed(entry.message, entry.ts, entry.by_systemd)
+        async for entry, findings in _worth_showing(host, unit, triager, args):
             if args.json:
                 finding = findings[0].to_json() if findings else None
                 if finding is not None:
@@ -85,6 +94,43 @@ async def _tail(host_cfg, service, args: argparse.Namespace) -> int:
     finally:
         await host.close()
     return 0
+
+
+async def _worth_showing(host, unit: str, triager, args: argparse.Namespace):
+    """(entry, findings) of the last `-n` entries, then (with -f) of each new one; every entry goes
+    through the triager in order, and the console's own probe requests are left out unless --probes
+    (a line with a finding is always shown)."""
+    from collections import deque
+
+    from console.domain.probe_lines import is_probe_line
+
+    def keep(entry, findings) -> bool:
+        return args.probes or bool(findings) or not is_probe_line(entry.message)
+
+    journal = host.services.journal
+    if args.probes:  # every entry counts: the journal's own -n, in one stream
+        async for entry in journal(unit, follow=args.follow, lines=args.n):
+            yield entry, triager.feed(entry.message, entry.ts, entry.by_systemd)
+        return
+    last: deque = deque(maxlen=args.n)
+    cursor = None
+    if args.n:
+        async for entry in journal(unit, follow=False, lines=args.n + PROBE_HISTORY):
+            cursor = entry.cursor
+            findings = triager.feed(entry.message, entry.ts, entry.by_systemd)
+            if keep(entry, findings):
+                last.append((entry, findings))
+    for item in last:
+        yield item
+    if not args.follow:
+        return
+    # Exactly after what was read; with nothing read, only new entries (or all: the journal was empty).
+    stream = (journal(unit, after_cursor=cursor, follow=True) if cursor is not None
+              else journal(unit, follow=True, lines=0 if not args.n else None))
+    async for entry in stream:
+        findings = triager.feed(entry.message, entry.ts, entry.by_systemd)
+        if keep(entry, findings):
+            yield entry, findings
 
 
 async def _check_unit_exists(host, service, unit: str) -> None:

@@ -238,6 +238,13 @@ class ConsoleApp(NotifiesWorkerErrors, App[None]):
         while len(self.screen_stack) > 1:
             self.pop_screen()
 
+    def action_alerts(self) -> None:
+        """The watch daemon's alerts, from the state file (Esc goes back)."""
+        from console.ui.screens.alerts import AlertsScreen
+
+        if not isinstance(self.screen, AlertsScreen):
+            self.push_screen(AlertsScreen())
+
     def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information",
                timeout: float | None = None, markup: bool = True) -> None:
         """Every notification (errors quote hosts) is shown through the sanitiser and redaction, as plain

@@ -28,7 +28,7 @@ class UiAction:
     tooltip: str
     """One sentence for the help screen, the palette and the footer tooltip."""
     scope: str
-    """Where it works: app, fleet, host, journal, picker, confirm."""
+    """Where it works: app, fleet, host, journal, picker, confirm, probe, explore, alerts."""
     changes_host: bool = False
     """True when it starts, stops or switches something; hidden and refused under --readonly."""
     show: bool = True
@@ -49,6 +49,9 @@ ACTIONS: tuple[UiAction, ...] = (
              show=False, palette="app: screenshot"),
     UiAction("app.fleet", "F", "fleet", "Fleet", "Show the fleet overview of every host.", "app",
              show=False, palette="host: fleet overview"),
+    UiAction("app.alerts", "A", "alerts", "Alerts",
+             "Show what the watch daemon (serve-console watch) raised: what fired, when, and when it resolved.",
+             "app", show=False, palette="alerts: show"),
     UiAction("fleet.open", "enter", "open_host", "Open", "Open the selected host's screen.", "fleet"),
     UiAction("host.back", "escape", "back", "Fleet", "Back to the fleet overview.", "host"),
     UiAction("host.layouts", "l", "layouts", "Layouts",
@@ -110,6 +113,7 @@ ACTIONS: tuple[UiAction, ...] = (
     UiAction("probe.no", "n,escape", "cancel", "Close", "Close (stops a running probe).", "probe"),
     UiAction("explore.start", "g", "start", "Start", "Start the explore of the picked layouts.", "explore",
              changes_host=True),
+    UiAction("alerts.close", "escape", "close", "Back", "Back to the screen before.", "alerts"),
     UiAction("explore.close", "escape", "close", "Close",
              "Close; a running explore stops and leaves a ready layout running.", "explore"),
 )

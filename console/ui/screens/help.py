@@ -15,6 +15,7 @@ from console.ui.reach import console_app
 SCOPE_TITLES = {
     "app": "Everywhere", "fleet": "Fleet overview", "host": "Host screen", "journal": "Journal pane",
     "picker": "Layout picker", "confirm": "Confirmations (switch, stop, restart)", "probe": "Probe (b)", "explore": "Explore (x)",
+    "alerts": "Alerts (A)",
 }
 
 

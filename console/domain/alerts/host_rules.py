@@ -31,6 +31,8 @@ class HostWatch:
         self.read_once = False
         self.error: str | None = None
         self.source = "ssh"
+        self.blind: str | None = None
+        """Why the source of this host's age (Prometheus) could not be read: its age is unknown, not growing."""
         self.gpu_findings: tuple[Finding, ...] | None = None
         """The GPUs' Xid findings at the last reading; None while no reading has succeeded."""
         self._journal_xids: dict[str, Finding] = {}
@@ -45,10 +47,14 @@ class HostWatch:
 
     def data_seen(self, age_s: float | None, now: float, error: str | None = None, source: str = "prometheus") -> None:
         """Prometheus' view of the host: the age of its newest sample (None: never seen)."""
-        self.source = source
+        self.source, self.blind = source, None
         if age_s is not None:
             self.last_ok, self.read_once = now - age_s, True
         self.error = error
+
+    def source_failed(self, error: str) -> None:
+        """The source of every host's age could not be read: judge nobody unreachable for it."""
+        self.blind = error
 
     def observe_gpus(self, findings: Sequence[Finding]) -> None:
         self.gpu_findings = tuple(findings)
@@ -61,6 +67,9 @@ class HostWatch:
 
     def _unreachable(self, now: float, active: Active) -> Verdict:
         scope = Scope(HOST_UNREACHABLE, self.host)
+        if self.blind is not None:
+            keep = (HOST_UNREACHABLE, "") in active
+            return Verdict(scope, (Condition(HOST_UNREACHABLE, self.host, keep=True),) if keep else ())
         since = self.last_ok if self.last_ok is not None else self.watching_since
         if now - since >= self.t.unreachable_s:
             what = "read" if self.source == "ssh" else f"seen in {self.source}"

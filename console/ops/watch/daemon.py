@@ -1,6 +1,7 @@
 """`serve-console watch`: the unattended daemon that turns what the console sees into alerts.
 
-It observes every host (console/ops/watch/observe.py), has the rules judge each host whenever something
+It observes every host (console/ops/watch/observe.py; with `[fleet]`, through Prometheus first and over SSH
+only where needed, fleet_watch.py), has the rules judge each host whenever something
 changed (console/domain/alerts/), writes each transition to the state file and queues it for every
 destination (store.py), and delivers the queues (delivery.py). When it starts it reloads the alerts that
 were firing, so its own restart continues each incident instead of raising it again.
@@ -17,6 +18,9 @@ from dataclasses import replace
 from console.config import ConsoleConfig
 from console.domain.alerts import (
     FIRING,
+    HOST_UNREACHABLE,
+    KV_CACHE_HIGH,
+    REQUESTS_WAITING,
     RESOLVED,
     UPDATED,
     AlertBook,
@@ -27,9 +31,14 @@ from console.domain.alerts import (
 )
 from console.hosts.base import Host
 from console.ops.audit import AuditLog
+from console.ops.fleet import PrometheusFleet
 from console.ops.watch.delivery import Deliverer, Sink
+from console.ops.watch.fleet_watch import FleetWatch
 from console.ops.watch.observe import HostObserver, RankSource
 from console.ops.watch.store import AlertStore
+
+#: The alerts Prometheus alone judges with [fleet]: they need no SSH to fire or resolve.
+PROMETHEUS_JUDGES = frozenset({HOST_UNREACHABLE, KV_CACHE_HIGH, REQUESTS_WAITING})
 
 
 def transition_line(transition: Transition) -> str:
@@ -59,7 +68,7 @@ class WatchDaemon:
     def __init__(self, hosts: Sequence[Host], config: ConsoleConfig, store: AlertStore, sinks: Sequence[Sink], *,
                  say: Callable[[str], None], on_transition: Callable[[Transition], None] | None = None,
                  audit: AuditLog | None = None, rank_source: RankSource | None = None,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, fleet_at: Callable[[], float | None] = lambda: None) -> None:
         self.config = config
         self.watch = config.watch
         self.store = store
@@ -81,9 +90,18 @@ class WatchDaemon:
         self.observers = [
             HostObserver(h, self.host_watches[h.name], self.service_watches[h.name],
                          interval_s=self.watch.interval_s, changed=self._changed_callback(h.name), audit=audit,
-                         rank_source=rank_source, clock=clock)
+                         rank_source=rank_source, clock=clock, from_prometheus=config.fleet is not None)
             for h in hosts
         ]
+        self.fleet: FleetWatch | None = None
+        """With [fleet]: every host from Prometheus, and each host's SSH watch only while it is needed."""
+        if config.fleet is not None:
+            self.fleet = FleetWatch(
+                PrometheusFleet(config.fleet, config.hosts), self.host_watches, self.service_watches,
+                {o.host.name: o for o in self.observers}, changed=self.evaluate,
+                firing=lambda host: any(a.label("host") == host and a.label("alertname") not in PROMETHEUS_JUDGES
+                                        for a in self.book.firing.values()),
+                interval_s=self.watch.interval_s, say=say, clock=clock, at=fleet_at)
         self.deliverer = Deliverer(store, self.sinks, resend_s=self.watch.resend_s,
                                    firing=lambda: list(self.book.firing.values()), say=say, clock=clock)
         self._due: dict[str, asyncio.TimerHandle] = {}
@@ -98,7 +116,10 @@ class WatchDaemon:
         self.say(f"watching {names}; {len(self.book.firing)} alerts firing from before; "
                  f"sending to {', '.join(s.name for s in self.sinks) or 'no destination (the state file only)'}")
         tasks = [asyncio.create_task(self.deliverer.run(), name="watch-delivery")]
-        tasks += [asyncio.create_task(o.run(), name=f"watch-{o.host.name}") for o in self.observers]
+        if self.fleet is not None:
+            tasks.append(asyncio.create_task(self.fleet.run(), name="watch-fleet"))
+        else:
+            tasks += [asyncio.create_task(o.run(), name=f"watch-{o.host.name}") for o in self.observers]
         try:
             await asyncio.gather(*tasks)
         finally:
@@ -166,4 +187,6 @@ class WatchDaemon:
             self._due[host] = asyncio.get_running_loop().call_later(delay, self.evaluate, host)
 
     async def close(self) -> None:
+        if self.fleet is not None:
+            await self.fleet.close()
         await self.deliverer.close()

@@ -69,7 +69,7 @@ class HostObserver:
 
     def __init__(self, host: Host, host_watch: HostWatch, services: dict[str, ServiceWatch], *, interval_s: float,
                  changed: Callable[[], None], audit: AuditLog | None = None, rank_source: RankSource | None = None,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, from_prometheus: bool = False) -> None:
         self.host = host
         self.host_watch = host_watch
         self.services = services
@@ -79,6 +79,8 @@ class HostObserver:
         self.rank_source = rank_source
         self.clock = clock
         self.followers: dict[str, _Follower] = {}
+        self.from_prometheus = from_prometheus
+        """With [fleet]: the host's age and its engines' gauges come from Prometheus, not from here."""
 
     async def run(self) -> None:
         """Read the host every `interval_s` until cancelled."""
@@ -106,7 +108,9 @@ class HostObserver:
                 raise
             except Exception as exc:  # a host that is down, a dropped connection, a command that hung
                 errors.append(str(exc) or type(exc).__name__)
-        if reached:
+        if self.from_prometheus:
+            pass
+        elif reached:
             self.host_watch.reached(self.clock())
         else:
             self.host_watch.missed("; ".join(errors)[:300] or "no reading")
@@ -128,17 +132,22 @@ class HostObserver:
                 sample = await probe.probe()
                 ready = sample.status == "ready"
                 watch.observe_health(ready, sample.taken_at)
+        if not self.from_prometheus:
+            await self._gauges(cfg, watch, probe if running and ready else None)
+        if self.rank_source is not None:
+            ranks = await self.rank_source(self.host, cfg)
+            if ranks is not None:
+                watch.observe_ranks(ranks, self.clock())
+
+    async def _gauges(self, cfg: ServiceConfig, watch: ServiceWatch, probe: object) -> None:
+        """The engine's KV usage and waiting requests from its /metrics (None while it is not ready)."""
         kv = waiting = None
-        reader = metrics_reader(probe, cfg.engine) if running and ready else None
+        reader = metrics_reader(probe, cfg.engine) if probe is not None else None  # type: ignore[arg-type]
         if reader is not None:
             with contextlib.suppress(MetricsUnavailable):
                 scrape = await reader.scrape()
                 kv, waiting = scrape.kv_cache_usage, scrape.waiting_requests
         watch.observe_engine(kv, waiting, self.clock())
-        if self.rank_source is not None:
-            ranks = await self.rank_source(self.host, cfg)
-            if ranks is not None:
-                watch.observe_ranks(ranks, self.clock())
 
     def _layouts(self, cfg: ServiceConfig, watch: ServiceWatch, states: Sequence[UnitState]) -> None:
         if cfg.mapping in (ENV_FILE, DROP_IN):

@@ -267,3 +267,14 @@ def test_a_scope_not_judged_keeps_its_alerts():
     book.apply([Verdict(Scope(KV_CACHE_HIGH, "gpu-1", "k26"), (cond,))], 1.0)
     assert book.apply([Verdict(Scope(KV_CACHE_HIGH, "gpu-2", "k26"))], 2.0) == []
     assert [t.kind for t in book.apply([Verdict(Scope(KV_CACHE_HIGH, "gpu-1", "k26"))], 3.0)] == [RESOLVED]
+
+
+def test_a_journal_read_again_counts_each_restart_once():
+    rig = Rig()
+    for _replay in range(2):  # the same entries twice: the daemon let go of the unit and read it again
+        for i in range(2):
+            rig.start(1000.0 + 10 * i)
+            rig.death(1001.0 + 10 * i)
+        rig.start(1020.0)
+    assert rig.unit.restarts(1030.0) == 2
+    assert (FIRING, CRASH_LOOP) not in rig.judge(1030.0)

@@ -76,7 +76,7 @@ class UnitWatch:
         ts = event.ts
         if event.phase is Phase.STARTING and by_systemd:
             if self.died_in_start:
-                self.restarts_seen.add(ts)
+                self.restarts_seen.add_once(ts)
             self.died_in_start = False
             self.started_at, self.progress_at, self.ready = ts, ts, False
         elif event.phase is Phase.FAILED:
@@ -116,8 +116,7 @@ class UnitWatch:
         before = self.n_restarts
         count = state.n_restarts
         if count is not None and before is not None and count > before:
-            for _ in range(min(count - before, MAX_RESTARTS_PER_READING)):
-                self.restarts_counted.add(now)
+            self.restarts_counted.add(now, min(count - before, MAX_RESTARTS_PER_READING))
         self.n_restarts = count
         self.state = state
         if state.is_running and state.sub not in _RESTARTING_SUBS:

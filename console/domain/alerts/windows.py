@@ -29,14 +29,21 @@ class EventWindow:
         self.last: float | None = None
         """The newest event ever seen (kept when it leaves the window: a quiet window is measured from it)."""
 
-    def add(self, ts: float) -> None:
-        """Record an event (events may arrive slightly out of order; they are kept sorted)."""
-        if self._times and ts < self._times[-1]:
-            self._times.append(ts)
-            self._times = deque(sorted(self._times), maxlen=self._times.maxlen)
-        else:
-            self._times.append(ts)
+    def add(self, ts: float, count: int = 1) -> None:
+        """Record `count` events at `ts` (events may arrive slightly out of order; they are kept sorted)."""
+        for _ in range(min(count, self._times.maxlen or count)):
+            if self._times and ts < self._times[-1]:
+                self._times.append(ts)
+                self._times = deque(sorted(self._times), maxlen=self._times.maxlen)
+            else:
+                self._times.append(ts)
         self.last = ts if self.last is None else max(self.last, ts)
+
+    def add_once(self, ts: float) -> None:
+        """Record an event unless one at exactly `ts` is already counted: a journal read again from further
+        back repeats its entries, each still one event."""
+        if not (self._times and ts <= self._times[-1] and ts in self._times):
+            self.add(ts)
 
     def _forget(self, now: float) -> None:
         while self._times and self._times[0] <= now - self.window_s:

@@ -41,16 +41,23 @@ RankSource = Callable[[Host, ServiceConfig], Awaitable[Sequence[RankLiveness] | 
 class _Follower:
     """One unit's journal as the daemon reads it: the current start's findings and the stream's task."""
 
-    def __init__(self) -> None:
+    def __init__(self, cursor: str | None = None) -> None:
         self.findings: deque[Finding] = deque(maxlen=START_FINDINGS)
-        self.cursor: str | None = None
+        self.cursor = cursor
         self.task: asyncio.Task[None] | None = None
 
 
-def _live(state: UnitState, now: float, window_s: float) -> bool:
-    """Worth following: it runs, waits for its restart, or changed within the crash loop's window."""
-    return state.is_running or state.sub == "auto-restart" or (
-        state.active == "failed" and now - (state.since or now) < window_s)
+def _follow_order(state: UnitState, now: float, window_s: float) -> tuple[int, float]:
+    """Which units to follow first: running, waiting for a restart, failed within the crash loop's window,
+    then the rest, most recently changed first (a stopped unit is followed too while there is room, so its
+    next start is read from its first line, not from the next reading)."""
+    if state.is_running:
+        rank = 0
+    elif state.sub == "auto-restart" or (state.active == "failed" and now - (state.since or now) < window_s):
+        rank = 1
+    else:
+        rank = 2
+    return rank, -(state.since or 0.0)
 
 
 class HostObserver:
@@ -79,6 +86,8 @@ class HostObserver:
         self.rank_source = rank_source
         self.clock = clock
         self.followers: dict[str, _Follower] = {}
+        self.cursors: dict[str, str] = {}
+        """Where the daemon stopped reading a unit it let go of (one per unit of the host, at most)."""
         self.from_prometheus = from_prometheus
         """With [fleet]: the host's age and its engines' gauges come from Prometheus, not from here."""
 
@@ -123,7 +132,7 @@ class HostObserver:
         for state in states:
             watch.units[state.unit].observe(state, now)
         self._layouts(cfg, watch, states)
-        self._follow(cfg, [s for s in states if _live(s, now, watch.t.crash_loop_window_s)])
+        self._follow(cfg, sorted(states, key=lambda s: _follow_order(s, now, watch.t.crash_loop_window_s)))
         running = any(s.is_running for s in states)
         probe = self.host.probes.get(cfg.name)
         ready = False
@@ -167,21 +176,24 @@ class HostObserver:
                 self.host_watch.observe_gpus(xid_findings(snapshot))
 
     # -- the journals -------------------------------------------------------------------------------
-    def _follow(self, cfg: ServiceConfig, live: Sequence[UnitState]) -> None:
-        """Follow the live units of a service (running ones first), at most MAX_FOLLOWED per host."""
-        wanted = [s.unit for s in sorted(live, key=lambda s: not s.is_running)]
-        for unit in wanted:
-            follower = self.followers.get(unit)
-            if follower is None:
-                if sum(1 for f in self.followers.values() if f.task and not f.task.done()) >= MAX_FOLLOWED:
-                    break
-                follower = self.followers[unit] = _Follower()
-            if follower.task is None or follower.task.done():
-                follower.task = asyncio.create_task(self._read(cfg, unit, follower), name=f"watch-journal-{unit}")
-        for unit in [u for u in cfg.all_units() if u in self.followers and u not in wanted]:
+    def _follow(self, cfg: ServiceConfig, ordered: Sequence[UnitState]) -> None:
+        """Follow a service's units in the order given, as many as the host's MAX_FOLLOWED leaves room for;
+        let go of the others (a unit that falls out of the first places gives its stream to one that rose)."""
+        mine = set(cfg.all_units())
+        others = sum(1 for unit, f in self.followers.items() if unit not in mine and f.task and not f.task.done())
+        keep = [s.unit for s in ordered][: max(0, MAX_FOLLOWED - others)]
+        for unit in [u for u in mine if u in self.followers and u not in keep]:
             follower = self.followers.pop(unit)
             if follower.task is not None:
                 follower.task.cancel()
+            if follower.cursor is not None:
+                self.cursors[unit] = follower.cursor  # followed again later: from here, nothing read twice
+        for unit in keep:
+            if unit not in self.followers:
+                self.followers[unit] = _Follower(self.cursors.pop(unit, None))
+            follower = self.followers[unit]
+            if follower.task is None or follower.task.done():
+                follower.task = asyncio.create_task(self._read(cfg, unit, follower), name=f"watch-journal-{unit}")
 
     async def _read(self, cfg: ServiceConfig, unit: str, follower: _Follower) -> None:
         """Follow one unit's journal, resuming after the last entry read when the stream breaks."""

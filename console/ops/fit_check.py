@@ -65,6 +65,12 @@ def fit_layout(
     )
 
 
+def layouts_that_fit(service: ServiceConfig, capacity: GpuCapacity | None, *, exclude: str) -> list[str]:
+    """The service's layouts predicted to start (fits or tight), but `exclude`, in the config's order."""
+    fits = ((lc, fit_layout(service, lc, capacity)) for lc in service.layouts if lc.name != exclude)
+    return [lc.name for lc, fit in fits if fit is not None and fit.starts]
+
+
 async def host_capacity(host: Host) -> GpuCapacity | None:
     """Capacity from a fresh GPU sample of the host, falling back to the config."""
     snapshot = None

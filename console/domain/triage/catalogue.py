@@ -3,12 +3,17 @@
 A finding's summary says what this log shows (with its figures); the catalogue says what the class
 means and what usually fixes it. `tier` orders causes against consequences when one failure leaves
 several findings (console/domain/triage/root_cause.py): a lower tier is nearer the root cause.
+
+A hint that names flags names the engine's own when the engine is known (an SGLang service never hears
+of `--gpu-memory-utilization`, a vLLM one never of `--mem-fraction-static`); a log of an unknown
+engine gets both spellings.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
+from console.domain.models import Engine, Finding
 from console.domain.models import FindingClass as C
 
 #: Tiers, root first: a cause in the engine's resources or inputs; a collective or crash that other
@@ -18,28 +23,44 @@ ROOT, COLLATERAL, OPEN, SUMMARY = 0, 1, 2, 3
 
 @dataclass(frozen=True, slots=True)
 class Entry:
-    """One class: `title` names it in plain words, `hint` says what to do, `tier` how root it is."""
+    """One class: `title` names it in plain words, `hint` says what to do, `tier` how root it is, and
+    `by_engine` says it in one engine's own flags."""
 
     title: str
     hint: str
     tier: int
+    by_engine: dict[Engine, str] = field(default_factory=dict)
 
 
 CATALOGUE: dict[C, Entry] = {
     C.CUDA_OOM: Entry(
         "CUDA out of memory", "lower --mem-fraction-static / --gpu-memory-utilization, the batch size or "
-        "max length, or spread the model over more GPUs", ROOT),
+        "max length, or spread the model over more GPUs", ROOT, {
+            Engine.SGLANG: "lower --mem-fraction-static, --max-running-requests or --chunked-prefill-size, "
+            "or spread the model over more GPUs",
+            Engine.VLLM: "lower --gpu-memory-utilization, --max-num-seqs or --max-model-len, or spread the "
+            "model over more GPUs"}),
     C.KV_CACHE_TOO_SMALL: Entry(
         "KV cache too small", "the weights leave too little GPU memory for the KV cache: raise "
-        "--mem-fraction-static / --gpu-memory-utilization, lower --max-model-len, or use more GPUs", ROOT),
+        "--mem-fraction-static / --gpu-memory-utilization, lower --max-model-len, or use more GPUs", ROOT, {
+            Engine.SGLANG: "the weights leave too little GPU memory for the KV cache: raise "
+            "--mem-fraction-static, lower --context-length, or use more GPUs",
+            Engine.VLLM: "the weights leave too little GPU memory for the KV cache: raise "
+            "--gpu-memory-utilization, lower --max-model-len, or use more GPUs"}),
     C.MEMORY_IN_USE: Entry(
         "GPU memory already in use", "another process holds GPU memory (often an orphaned VLLM::EngineCore): "
-        "stop it (nvidia-smi shows its pid) or lower --gpu-memory-utilization", ROOT),
+        "stop it (nvidia-smi shows its pid) or lower --gpu-memory-utilization", ROOT, {
+            Engine.SGLANG: "another process holds GPU memory: stop it (nvidia-smi shows its pid) or lower "
+            "--mem-fraction-static"}),
     C.ENGINE_INIT: Entry(
         "engine start-up failed", "the engine gave up starting; the cause is earlier in the log", SUMMARY),
     C.CUDA_GRAPH: Entry(
         "CUDA graph capture failed", "lower --cuda-graph-max-bs or --mem-fraction-static, or start with "
-        "--disable-cuda-graph / --enforce-eager to confirm", COLLATERAL),
+        "--disable-cuda-graph / --enforce-eager to confirm", COLLATERAL, {
+            Engine.SGLANG: "lower --cuda-graph-max-bs or --mem-fraction-static, or start with "
+            "--disable-cuda-graph to confirm",
+            Engine.VLLM: "lower --gpu-memory-utilization or --max-num-seqs, or start with --enforce-eager "
+            "to confirm"}),
     C.NCCL: Entry(
         "NCCL error", "a collective between GPUs failed: check NCCL_DEBUG=INFO output, P2P/IB settings and "
         "that every rank is alive", COLLATERAL),
@@ -53,13 +74,17 @@ CATALOGUE: dict[C, Entry] = {
         "disguise): rerun with CUDA_LAUNCH_BLOCKING=1 and try another attention backend", ROOT),
     C.WEIGHT_LOAD_ERROR: Entry(
         "weights could not be loaded", "the checkpoint is missing, corrupt or does not match the model "
-        "config or quantization: re-download it and check --model and --quantization", ROOT),
+        "config or quantization: re-download it and check --model and --quantization", ROOT, {
+            Engine.SGLANG: "the checkpoint is missing, corrupt or does not match the model config or "
+            "quantization: re-download it and check --model-path and --quantization"}),
     C.UNSUPPORTED_ARCHITECTURE: Entry(
         "model architecture not supported", "this engine version does not know the model: upgrade the "
         "engine, or pass --trust-remote-code if the model ships its own code", ROOT),
     C.HF_ACCESS: Entry(
         "Hugging Face access refused", "the repo id is wrong, or the model is gated: accept its licence and "
-        "set HF_TOKEN for the unit, or point --model at a local copy", ROOT),
+        "set HF_TOKEN for the unit, or point --model at a local copy", ROOT, {
+            Engine.SGLANG: "the repo id is wrong, or the model is gated: accept its licence and set HF_TOKEN "
+            "for the unit, or point --model-path at a local copy"}),
     C.NO_KERNEL_IMAGE: Entry(
         "no kernel image", "this build has no kernels for this GPU: use a build for it", ROOT),
     C.QUANTIZATION_UNSUPPORTED: Entry(
@@ -70,19 +95,27 @@ CATALOGUE: dict[C, Entry] = {
         "--ipc=host) or disable custom all-reduce", ROOT),
     C.SEGFAULT: Entry(
         "segmentation fault", "native code crashed: check driver, CUDA and library versions match; try "
-        "--enforce-eager or another attention backend", COLLATERAL),
+        "--enforce-eager or another attention backend", COLLATERAL, {
+            Engine.SGLANG: "native code crashed: check driver, CUDA and library versions match; try "
+            "--disable-cuda-graph or another --attention-backend"}),
     C.HOST_OOM: Entry(
         "host RAM exhausted (kernel OOM killer)", "the host ran out of RAM, not GPU memory: lower CPU-side "
         "memory (swap space, CPU offload, loader workers) or add RAM", ROOT),
     C.COMPILE_ERROR: Entry(
         "kernel compilation failed", "Triton/inductor could not compile a kernel (often too little shared "
-        "memory on this GPU): try --enforce-eager or another backend, or a version for this GPU", ROOT),
+        "memory on this GPU): try --enforce-eager or another backend, or a version for this GPU", ROOT, {
+            Engine.SGLANG: "Triton/inductor could not compile a kernel (often too little shared memory on "
+            "this GPU): try another --attention-backend, drop --enable-torch-compile, or a version for this GPU"}),
     C.CUDA_DRIVER_TOO_OLD: Entry(
         "NVIDIA driver too old for this CUDA", "upgrade the NVIDIA driver, or use an engine build for an "
         "older CUDA", ROOT),
     C.MAX_MODEL_LEN: Entry(
         "max model length too large", "--max-model-len / --context-length exceeds what the model supports: "
-        "lower it (or override deliberately, e.g. VLLM_ALLOW_LONG_MAX_MODEL_LEN=1)", ROOT),
+        "lower it (or override deliberately, e.g. VLLM_ALLOW_LONG_MAX_MODEL_LEN=1)", ROOT, {
+            Engine.SGLANG: "--context-length exceeds what the model supports: lower it (or override "
+            "deliberately, SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1)",
+            Engine.VLLM: "--max-model-len exceeds what the model supports: lower it (or override "
+            "deliberately, VLLM_ALLOW_LONG_MAX_MODEL_LEN=1)"}),
     C.DISK_FULL: Entry(
         "disk full", "no space left on the device: free space in the model cache or temp directory", ROOT),
     C.GPU_XID: Entry(
@@ -99,9 +132,18 @@ CATALOGUE: dict[C, Entry] = {
 }
 
 
-def hint_for(cls: C) -> str:
-    """What to do about a class, in one line."""
-    return CATALOGUE[cls].hint
+def hint_for(cls: C, engine: Engine | None = None) -> str:
+    """What to do about a class, in one line, in the engine's own flags when it is known."""
+    entry = CATALOGUE[cls]
+    return entry.by_engine.get(engine, entry.hint) if engine is not None else entry.hint
+
+
+def in_engine_terms(finding: Finding, engine: Engine | None) -> Finding:
+    """The finding with the catalogue's hint said in the engine's own flags (a hint of its own is kept)."""
+    if engine is None or finding.hint != CATALOGUE[finding.cls].hint:
+        return finding
+    hint = hint_for(finding.cls, engine)
+    return finding if hint == finding.hint else replace(finding, hint=hint)
 
 
 def tier_of(cls: C) -> int:

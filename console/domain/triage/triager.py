@@ -19,6 +19,7 @@ from collections.abc import Iterable
 from console.domain.log_origin import by_systemd, is_request_text, names_a_unit
 from console.domain.models import Engine, Finding, FindingClass
 from console.domain.rank import LineHeader, parse_rank, split_header
+from console.domain.triage.catalogue import in_engine_terms
 from console.domain.triage.classify import MAX_LINE_CHARS, QUIET_LEVELS, classify_line, finding_of, may_match
 from console.domain.triage.normalise import (
     FRAME_MARKER,
@@ -52,7 +53,8 @@ class Triager:
     """Reads a log stream line by line and reports each failure once per rank.
 
     Args:
-        engine: The engine behind the log, when known (kept for callers; triage reads both engines).
+        engine: The engine behind the log, when known: triage reads both engines, and names this one's
+            flags in its hints.
         max_remembered: How many distinct findings to remember for de-duplication.
 
     Attributes:
@@ -249,7 +251,6 @@ class Triager:
                 return []  # a frame or quoted source code (indented two or more), not a message
             payload = payload[1:]  # one space: the rest of a line wrapped at a word
         tail = self._tails.get(header.stream)
-        # systemd's own lines about the unit belong to no rank, whatever the engine logged last.
         rank = header.rank
         finding = finding_of(payload, line, rank, header.level, ts, self._count, None, systemd=systemd)
         if finding is None:
@@ -267,7 +268,7 @@ class Triager:
         return self._report(finding)
 
     def _report(self, finding: Finding | None) -> list[Finding]:
-        if finding is None or not self._found.add(finding):
+        if finding is None or not self._found.add(finding := in_engine_terms(finding, self.engine)):
             return []
         self.start.note(finding)
         return [finding]

@@ -1,7 +1,8 @@
 """One renderer of a failed switch: a pure function from the typed result to labelled rows.
 
 The TUI's triage card and the CLI's plain verdict both print these rows, so a failure reads the
-same wherever it is shown.
+same wherever it is shown. What to do fits the failure: an OOM of weights that alone exceed the GPU
+(the switch's fit says so) is no memory flag's to fix, so the advice names the layouts that fit.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from console.domain.units import GIB, MIB, format_bytes
 from console.ops.switch.events import SwitchResult
 
 BAD, OK = "bad", "ok"
+#: How the CLI's reader picks another layout (the card says which key opens its layout picker).
+PICK_ON_THE_CLI = "serve-console switch LAYOUT"
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,8 +77,37 @@ def oom_rows(failure: Finding) -> list[FailureRow]:
     ]
 
 
-def failure_rows(result: SwitchResult, fits_instead: Sequence[str] = (), *, with_line: bool = True) -> list[FailureRow]:
-    """Every fact the card shows about a failed (or timed-out, or refused) switch, in order."""
+def weights_alone_exceed(result: SwitchResult) -> float | None:
+    """The weights' GiB per GPU when the failure is a CUDA OOM and the switch's fit knows the weights
+    alone need more than the GPU holds; else None."""
+    fit = result.fit or {}
+    weights, gpu = fit.get("weights_gib_per_gpu"), fit.get("gpu_mem_gib")
+    failure = result.failure
+    if failure is None or failure.cls is not FindingClass.CUDA_OOM or not weights or not gpu:
+        return None
+    return float(weights) if weights > gpu else None
+
+
+def advice(result: SwitchResult, fits_instead: Sequence[str] = (), pick: str = PICK_ON_THE_CLI) -> str | None:
+    """What to do about a failure: for weights that alone exceed the GPU, the layouts that fit (the
+    switch's own prediction, else `fits_instead`) and how to pick one; else the finding's hint, which
+    triage wrote in the service's engine's own flags."""
+    failure = result.failure
+    weights = weights_alone_exceed(result)
+    if weights is None:
+        return failure.hint if failure is not None else None
+    fits = [name.removesuffix(" (fits)") for name in (result.fit or {}).get("fits_instead") or fits_instead]
+    text = f"the weights alone need {weights:.2f} GiB per GPU"
+    if fits:
+        return f"{text}; layouts that fit: {', '.join(fits)} ({pick})"
+    return f"{text}, more than the GPU holds: spread them over more GPUs (TP, PP or EP)"
+
+
+def failure_rows(
+    result: SwitchResult, fits_instead: Sequence[str] = (), *, with_line: bool = True, pick: str = PICK_ON_THE_CLI
+) -> list[FailureRow]:
+    """Every fact the card shows about a failed (or timed-out, or refused) switch, in order; `pick`
+    says how to pick another layout (the card names its key)."""
     failure = result.failure
     rows = [FailureRow("layout", f"{result.layout} on {result.host}")]
     if failure is not None:
@@ -91,8 +123,8 @@ def failure_rows(result: SwitchResult, fits_instead: Sequence[str] = (), *, with
         rows.append(FailureRow("verdict", f"{result.detected_after_s:.2f}s after the decisive journal entry"))
     if fits_instead:
         rows.append(FailureRow("fits", ", ".join(fits_instead), OK))
-    if failure is not None and failure.hint:
-        rows.append(FailureRow("do", failure.hint, OK))
+    if todo := advice(result, fits_instead, pick):
+        rows.append(FailureRow("do", todo, OK))
     if failure is not None and failure.consequences:
         rows.append(FailureRow("then", "; ".join(c.summary for c in failure.consequences[:3])))
     if with_line and failure is not None and failure.line:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from console.config import LayoutConfig, ServiceConfig
 from console.errors import ConsoleError, UsageError
 from console.hosts.base import Host
-from console.ops.fit_check import fit_layout, host_capacity
+from console.ops.fit_check import fit_layout, host_capacity, layouts_that_fit
 from console.ops.status import running_layout, unit_states
 from console.ops.switch.events import (
     FAILED,
@@ -160,8 +160,11 @@ class _Switch(LayoutStarter):
                 reason=reason, from_layout=from_layout, unit=unit, detected_after_s=0.0,
                 elapsed_s=time.monotonic() - t0, started_at=now, verdict_at=now,
             )  # fmt: skip
-        fit = fit_layout(self.service, layout, await host_capacity(self.host))
+        capacity = await host_capacity(self.host)
+        fit = fit_layout(self.service, layout, capacity)
         fit_json = fit.to_json() if fit is not None else None
+        if fit is not None and fit.verdict == "oom":  # what to start instead, should it fail as predicted
+            fit_json["fits_instead"] = layouts_that_fit(self.service, capacity, exclude=layout.name)
         if fit is None:
             self.step(
                 layout.name, t0, "preflight", "fit unknown (no model config or GPU capacity); not checked"

@@ -41,7 +41,7 @@ class FailureCard(Static):
         grid.add_column(ratio=1, overflow="fold")
         # Every value may quote the host's journal: shown through redaction and the sanitiser.
         parts: list[Text | Table] = [Text(shown(headline(result)), style=s("card--bad"))]
-        for row in failure_rows(result, self.fits_instead):
+        for row in failure_rows(result, self.fits_instead, pick="press l"):  # l: the layout picker
             if oom and row.label in _IN_OOM_HEADLINE:
                 continue
             if row.label:

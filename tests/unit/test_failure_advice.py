@@ -1,0 +1,99 @@
+"""After a failure, the advice fits the failure and the engine (issue 18, D16).
+
+A weights OOM (the fit knows the weights alone exceed the GPU) names the layouts that fit, on the card
+and in the CLI's verdict; a hint names only the flags of the service's own engine.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from console.commands.switch_output import verdict_lines
+from console.domain.models import Engine, Finding, FindingClass, JournalEntry
+from console.domain.triage.catalogue import CATALOGUE, hint_for
+from console.domain.triage.triager import Triager
+from console.hosts.journal_hub import JournalHub
+from console.ops.switch import SwitchResult, failure_rows
+from console.ops.switch.orchestrate import switch_layout
+
+SGLANG_ONLY = {"--mem-fraction-static", "--context-length", "--cuda-graph-max-bs", "--disable-cuda-graph",
+               "--model-path", "--max-running-requests", "--chunked-prefill-size", "--attention-backend",
+               "--enable-torch-compile"}
+VLLM_ONLY = {"--gpu-memory-utilization", "--max-model-len", "--enforce-eager", "--max-num-seqs"}
+OOM = ("[2026-05-26 00:06:20 TP2] torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 672.00 MiB. "
+       "GPU 2 has a total capacity of 94.97 GiB of which 136.94 MiB is free.")
+
+
+def _flags(text: str) -> set[str]:
+    return set(re.findall(r"--[a-z][a-z-]+", text))
+
+
+@pytest.mark.parametrize("cls", list(CATALOGUE), ids=str)
+def test_a_hint_names_only_its_engines_flags(cls):
+    sglang, vllm = hint_for(cls, Engine.SGLANG), hint_for(cls, Engine.VLLM)
+    assert not _flags(sglang) & VLLM_ONLY and "VLLM_" not in sglang
+    assert not _flags(vllm) & SGLANG_ONLY and "SGLANG_" not in vllm
+    assert hint_for(cls) == CATALOGUE[cls].hint  # an unknown engine's log gets both spellings, as before
+
+
+def test_triage_of_a_known_engine_says_its_own_flags():
+    sglang = Triager(Engine.SGLANG).feed(OOM)[0]
+    vllm = Triager(Engine.VLLM).feed(OOM)[0]
+    unknown = Triager().feed(OOM)[0]
+    assert "--mem-fraction-static" in sglang.hint and "--gpu-memory-utilization" not in sglang.hint
+    assert "--gpu-memory-utilization" in vllm.hint and "--mem-fraction-static" not in vllm.hint
+    assert unknown.hint == hint_for(FindingClass.CUDA_OOM)
+
+
+class _Journal:
+    async def journal(self, unit, *, after_cursor=None, follow=True, lines=None):
+        yield JournalEntry("c0", 0.0, unit, OOM)
+
+
+@pytest.mark.parametrize(("engine", "own", "other"), [
+    (Engine.SGLANG, "--mem-fraction-static", "--gpu-memory-utilization"),
+    (Engine.VLLM, "--gpu-memory-utilization", "--mem-fraction-static"),
+])
+async def test_a_services_journal_is_triaged_in_its_engines_terms(engine, own, other):
+    hub = JournalHub(lambda: _Journal())
+    (read,) = [read async for read in hub.subscribe("u.service", engine=engine)]
+    assert own in read.findings[0].hint and other not in read.findings[0].hint
+    await hub.close()
+
+
+def _oom_result(fit: dict | None) -> SwitchResult:
+    failure = Finding(FindingClass.CUDA_OOM, OOM, "CUDA OOM on GPU 2", "TP2", True,
+                      hint=hint_for(FindingClass.CUDA_OOM, Engine.SGLANG))
+    return SwitchResult(host="h", service="s", layout="TP4 EP2", outcome="failed", failure=failure, fit=fit)
+
+
+def _do(rows) -> str:
+    return next(row.value for row in rows if row.label == "do")
+
+
+def test_the_advice_for_weights_that_alone_exceed_the_gpu():
+    fit = {"weights_gib_per_gpu": 141.69, "gpu_mem_gib": 94.97, "verdict": "oom"}
+    assert _do(failure_rows(_oom_result(fit), ["TP8 (fits)", "PP8 (tight)"], pick="press l")) == (
+        "the weights alone need 141.69 GiB per GPU; layouts that fit: TP8, PP8 (tight) (press l)")
+    assert _do(failure_rows(_oom_result(fit))) == (
+        "the weights alone need 141.69 GiB per GPU, more than the GPU holds: spread them over more GPUs (TP, PP or EP)")
+    # The weights fit: the OOM is the memory settings', and the hint says which.
+    small = {"weights_gib_per_gpu": 73.22, "gpu_mem_gib": 94.97, "verdict": "fits"}
+    assert _do(failure_rows(_oom_result(small), ["TP8 (fits)"])) == hint_for(FindingClass.CUDA_OOM, Engine.SGLANG)
+    assert _do(failure_rows(_oom_result(None))) == hint_for(FindingClass.CUDA_OOM, Engine.SGLANG)
+
+
+async def test_a_forced_weights_oom_names_the_layouts_that_fit_on_the_card_and_the_cli(sim_hosts):
+    host = sim_hosts()
+    result = await switch_layout(host, None, "TP4 EP2", force=True, rollback=False, timeout_s=60)
+    assert result.outcome == "failed" and result.failure.cls is FindingClass.CUDA_OOM
+    assert result.to_json()["fit"]["fits_instead"] == ["EP8", "TP8"]
+    card = _do(failure_rows(result, ["EP8 (fits)", "TP8 (fits)"], pick="press l"))
+    assert card == "the weights alone need 141.69 GiB per GPU; layouts that fit: EP8, TP8 (press l)"
+    cli = verdict_lines(result)
+    assert "  do: the weights alone need 141.69 GiB per GPU; layouts that fit: EP8, TP8 (serve-console switch LAYOUT)" in cli
+    text = "\n".join(cli)
+    assert "--gpu-memory-utilization" not in text and "lower --mem-fraction-static" not in text
+    assert not _flags(result.failure.hint) & VLLM_ONLY  # the SGLang service's own flags only

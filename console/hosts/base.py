@@ -174,6 +174,10 @@ class Host:
     link: LinkStatus = field(default_factory=LinkStatus)
     transport: Transport | None = None
     closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
+    port_holder: Callable[[int], Awaitable[str | None]] | None = None
+    """Who listens on a TCP port of the host, in words (`pid 4242 (python3 -m http.server 30000)`), or None
+    when nothing does; None here when the host cannot tell. Names what answers a service's port when
+    none of its units runs."""
     journals: JournalHub = field(init=False, repr=False)
     """Each unit's journal as one stream, shared by the pane, the switch watcher and the phase tracker."""
 

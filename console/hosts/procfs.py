@@ -49,3 +49,45 @@ def group_alive(pgid: int) -> bool:
             if fields and len(fields) > 2 and fields[2] == str(pgid) and fields[0] not in ("Z", "X"):
                 return True
     return False
+
+
+_LISTEN = "0A"  # the TCP state column of /proc/net/tcp: LISTEN
+
+
+def _listening_inodes(port: int) -> set[str]:
+    """Socket inodes listening on TCP `port` (IPv4 and IPv6) on this machine."""
+    inodes: set[str] = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table, encoding="ascii", errors="replace") as fh:
+                next(fh, None)  # the header
+                for line in fh:
+                    fields = line.split()
+                    if len(fields) > 9 and fields[3] == _LISTEN and fields[1].rpartition(":")[2] == f"{port:04X}":
+                        inodes.add(fields[9])
+        except OSError:
+            continue
+    return inodes
+
+
+def port_listener(port: int) -> tuple[int | None, str] | None:
+    """The process that listens on TCP `port` here: (pid, its command line); (None, "") when a socket
+    listens but its owner cannot be seen (another user's process); None when nothing listens."""
+    inodes = {f"socket:[{inode}]" for inode in _listening_inodes(port)}
+    if not inodes:
+        return None
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            links = {os.readlink(fd.path) for fd in os.scandir(f"/proc/{entry.name}/fd")}
+        except OSError:  # gone, or another user's: its descriptors cannot be read
+            continue
+        if links & inodes:
+            try:
+                with open(f"/proc/{entry.name}/cmdline", "rb") as fh:
+                    argv = fh.read().split(b"\0")
+            except OSError:
+                argv = []
+            return int(entry.name), " ".join(a.decode("utf-8", "replace") for a in argv if a)
+    return None, ""

@@ -4,6 +4,7 @@ on the machine itself."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import re
 import time
 from collections.abc import AsyncIterator
@@ -25,6 +26,7 @@ from console.hosts.base import (
 )
 from console.hosts.endpoints import HttpHealthProbe
 from console.hosts.gpus import DcgmSource, NvidiaSmiSource, NvmlSource
+from console.hosts.listeners import ss_port_holder
 from console.hosts.local import LocalTransport
 from console.hosts.ssh import SshPortForward, SshTransport
 from console.hosts.systemd import SystemdManager
@@ -208,4 +210,5 @@ def build_remote_host(cfg: HostConfig) -> Host:
         link=link,
         transport=transport,
         closers=closers,
+        port_holder=functools.partial(ss_port_holder, transport),
     )

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import time
 import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from console.config import DROP_IN, ENV_FILE, LayoutConfig, ServiceConfig
 from console.domain.models import GpuSnapshot, HealthSample, UnitState
@@ -33,6 +35,8 @@ class ServiceStatus:
     gpus: GpuSnapshot | None
     taken_at: float
     error: str | None = None
+    answered_by: str | None = None
+    """Who answered the health probe, in words, when none of the service's units runs (health `foreign`)."""
 
     @property
     def active_state(self) -> UnitState | None:
@@ -57,6 +61,7 @@ class ServiceStatus:
                 "status": self.health.status,
                 "http_status": self.health.http_status,
                 "error": self.health.error,
+                "answered_by": self.answered_by,
             },
             "gpus": [
                 {
@@ -112,14 +117,17 @@ def running_layout(
     if not running:
         return None, None
     unit = running[0].unit
+    return unit, layout_of_unit(host_name, service, unit, audit)
+
+
+def layout_of_unit(host_name: str, service: ServiceConfig, unit: str, audit: AuditLog | None) -> str | None:
+    """The layout a unit of the service runs: its own for unit-per-layout and template services; for a
+    single unit (env file, drop-in), whatever the console last started on it, as the audit log says."""
     if service.mapping in (ENV_FILE, DROP_IN):
         name = audit.last_started_layout(host_name, service.name) if audit else None
         lc = resolve_layout(service, name)
-        return unit, lc.name if lc else None
-    for lc in service.layouts:
-        if service.unit_for(lc) == unit:
-            return unit, lc.name
-    return unit, None
+        return lc.name if lc else None
+    return next((lc.name for lc in service.layouts if service.unit_for(lc) == unit), None)
 
 
 #: While the same engine runs and answered ready, its health is asked again only this often: an idle
@@ -152,6 +160,26 @@ async def recent_health(probe: Any, states: list[UnitState], *, max_age_s: float
     return sample
 
 
+#: The health status of a service's port answered while none of its units runs: another program's 200.
+FOREIGN = "foreign"
+
+
+async def answered_by_another(host: Host, service: ServiceConfig, sample: HealthSample) -> tuple[HealthSample, str]:
+    """A ready answer on the port of a service none of whose units runs, said as what it is: another
+    program's, never the service's readiness. Returns the sample so marked, and who answered in words
+    (named where the host can tell: /proc on the simulated host, `ss -ltnp` on a real one)."""
+    parts = urlsplit(service.url)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    holder = None
+    if host.port_holder is not None:
+        with contextlib.suppress(Exception):  # the host cannot say: the answer is still not the service's
+            holder = await host.port_holder(port)
+    who = holder or "another program (the host cannot say which)"
+    marked = dataclasses.replace(sample, status=FOREIGN,
+                                 error=f"port {port} answered by {who}, not by a unit of {service.name}")
+    return marked, who
+
+
 async def service_status(
     host: Host,
     service: ServiceConfig,
@@ -173,11 +201,13 @@ async def service_status(
     except Exception as exc:  # a host that is down still gets a status line
         errors.append(f"units: {exc}")
     unit, layout = running_layout(host.name, service, states, audit)
-    health = None
+    health, answered_by = None, None
     probe = host.probes.get(service.name)
     if probe is not None:
         try:
             health = await recent_health(probe, states, max_age_s=0.0 if fresh_health else READY_PROBE_INTERVAL_S)
+            if health.status == "ready" and states and not any(s.is_running for s in states):
+                health, answered_by = await answered_by_another(host, service, health)
         except Exception as exc:
             errors.append(f"health: {exc}")
     if snapshot is None:
@@ -196,6 +226,7 @@ async def service_status(
         gpus=snapshot,
         taken_at=time.time(),
         error="; ".join(errors) or None,
+        answered_by=answered_by,
     )
 
 

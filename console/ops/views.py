@@ -16,7 +16,7 @@ from console.domain.fit import FitResult, expected_used_mib
 from console.domain.layout import gpus_used
 from console.domain.models import GpuSnapshot, HealthSample, Phase, UnitState
 from console.hosts.base import Host
-from console.ops.status import service_status
+from console.ops.status import FOREIGN, service_status
 
 if TYPE_CHECKING:
     from console.ops.audit import AuditLog
@@ -37,6 +37,8 @@ class ServiceView:
     expected_mib: int | None = None
     """What each of the layout's GPUs is expected to hold (weights + the engine's KV pool), in MiB."""
     health: HealthSample | None = None
+    health_answered_by: str | None = None
+    """Who answered the health probe when none of the service's units runs (health `foreign`)."""
     phase: Phase | None = None
     last_ready_layout: str | None = None
     error: str | None = None
@@ -127,6 +129,9 @@ async def service_view(host: Host, service: ServiceConfig, *, fits: FitCache, au
         gpus_used=gpus_used(lc.layout, service.engine) if lc is not None else None,
         expected_mib=expected_used_mib(fit),
         health=status.health,
+        health_answered_by=status.answered_by,
+        # another program answers the port of a service that is not running: the service has failed
+        phase=Phase.FAILED if status.health is not None and status.health.status == FOREIGN else None,
         last_ready_layout=last_ready,
         error=status.error,
     )

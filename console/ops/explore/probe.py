@@ -41,13 +41,15 @@ class ProbeRefused(ConsoleError):
 
 
 async def service_base_url(host: Host, service: ServiceConfig) -> str:
-    """The engine's base URL as this console reaches it (the health probe's forward, if it has one)."""
+    """The engine's base URL as this console reaches it: the health probe's (the port a simulated unit
+    really serves on), through its forward if it has one."""
     probe = host.probes.get(service.name)
+    url = getattr(probe, "url", None) or service.url
     forward = getattr(probe, "forward", None)
     if forward is None:
-        return service.url.rstrip("/")
+        return url.rstrip("/")
     port = await forward.local_port()
-    parts = urlsplit(service.url)
+    parts = urlsplit(url)
     return urlunsplit((parts.scheme, f"127.0.0.1:{port}", parts.path, "", "")).rstrip("/")
 
 

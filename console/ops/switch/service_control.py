@@ -12,7 +12,7 @@ from collections.abc import Callable
 from console.config import ServiceConfig
 from console.hosts.base import Host
 from console.ops.audit import AuditLog
-from console.ops.status import running_layout, unit_states
+from console.ops.status import layout_of_unit, running_layout, unit_states
 from console.ops.switch.events import READY, REFUSED, ResultEvent, StepEvent, SwitchEvent, SwitchResult
 from console.ops.switch.locks import ServiceBusy, switch_locks
 from console.ops.switch.watch import StartWatch
@@ -24,6 +24,20 @@ NOTHING = "nothing-running"
 async def running_unit(host: Host, service: ServiceConfig, audit: AuditLog | None) -> tuple[str | None, str | None]:
     """(unit, layout name) of what the service runs now, or (None, None)."""
     return running_layout(host.name, service, await unit_states(host, service), audit)
+
+
+async def restartable_unit(host: Host, service: ServiceConfig,
+                           audit: AuditLog | None) -> tuple[str | None, str | None]:
+    """(unit, layout name) a restart acts on: the running unit, else the one that failed last (as
+    `systemctl restart` brings a failed unit back), or (None, None)."""
+    states = await unit_states(host, service)
+    unit, layout = running_layout(host.name, service, states, audit)
+    if unit is not None:
+        return unit, layout
+    failed = sorted((s for s in states if s.is_failed), key=lambda s: s.since or 0.0)
+    if not failed:
+        return None, None
+    return failed[-1].unit, layout_of_unit(host.name, service, failed[-1].unit, audit)
 
 
 async def stop_service(host: Host, service: ServiceConfig, *, audit: AuditLog | None = None) -> SwitchResult:
@@ -55,14 +69,15 @@ async def restart_service(
     state_poll_s: float = 0.1,
     health_poll_s: float = 0.5,
 ) -> SwitchResult:
-    """Restart the running unit and watch it to READY, FAILED (with its cause) or TIMEOUT."""
+    """Restart the running unit, or the one that failed, and watch it to READY, FAILED (with its cause)
+    or TIMEOUT."""
     emit = on_event or (lambda _e: None)
     t0 = time.monotonic()
-    unit, layout = await running_unit(host, service, audit)
+    unit, layout = await restartable_unit(host, service, audit)
     name = layout or (unit or "-")
     if unit is None:
         result = SwitchResult(host=host.name, service=service.name, layout=name, outcome=NOTHING,
-                              reason=f"no unit of {service.name} is running; nothing to restart")  # fmt: skip
+                              reason=f"no unit of {service.name} is running or failed; nothing to restart")  # fmt: skip
         return result  # no events: nothing happened
     started_at = time.time()
     try:
@@ -93,4 +108,4 @@ async def restart_service(
     return result
 
 
-__all__ = ["READY", "NOTHING", "STOPPED", "restart_service", "running_unit", "stop_service"]
+__all__ = ["READY", "NOTHING", "STOPPED", "restart_service", "restartable_unit", "running_unit", "stop_service"]

@@ -14,6 +14,7 @@ from pathlib import Path
 from console.config import HostConfig
 from console.domain.models import GpuSnapshot
 from console.hosts.base import Host, LinkStatus, LockBusy, SampledGpuSource
+from console.sim.host.ports import port_holder_words, serving_urls
 from console.sim.host.procman import ProcessManager
 from console.sim.host.units import sim_settings, time_scale
 from console.sim.ledger import read_snapshot
@@ -59,6 +60,9 @@ class FileHostLock:
 def build_sim_host(cfg: HostConfig, state_root: Path, *, stop_units_on_close: bool = False) -> Host:
     """A Host whose units run as local processes under the state dir `state_root`.
 
+    A service whose unit runs is reached at the URL that unit was started with (ports.py), which may
+    not be the config's: the demo moves off a taken port, the repo's hosts.toml does not.
+
     Units outlive the console, as systemd units do, unless `stop_units_on_close` (the demo's own cluster):
     then `Host.close()` stops every unit the host runs, so a closed console leaves no engine behind.
     """
@@ -66,6 +70,7 @@ def build_sim_host(cfg: HostConfig, state_root: Path, *, stop_units_on_close: bo
     from console.sim.ledger import ensure_inventory
 
     time_scale(cfg)  # a bad SERVE_CONSOLE_SIM_TIME_SCALE is one line now, not a vague failure at start
+    cfg = serving_urls(cfg, state_root)  # a running unit's port, wherever the config says it serves
     manager = ProcessManager(cfg, state_root)
     sim = sim_settings(cfg)
     ensure_inventory(manager.ledger_dir, sim.gpu_count, sim.gpu_total_mib, sim.gpu_name, host=cfg.name)
@@ -83,4 +88,10 @@ def build_sim_host(cfg: HostConfig, state_root: Path, *, stop_units_on_close: bo
         lock=FileHostLock(manager.root / "locks"),
         link=link,
         closers=closers,
+        port_holder=_port_holder,
     )
+
+
+async def _port_holder(port: int) -> str | None:
+    """Who listens on `port` of this machine (the simulated host's), read from /proc."""
+    return await asyncio.to_thread(port_holder_words, port)

@@ -32,6 +32,7 @@ from console.hosts.procfs import group_alive, pid_alive
 from console.hosts.state_dir import sim_host_dir
 from console.sim.host import units as sim_units
 from console.sim.host.host_files import SimHostFiles
+from console.sim.host.ports import port_taken_by, record_url
 from console.sim.systemd import (
     PRIORITY_WARNING,
     append_entry,
@@ -111,6 +112,7 @@ class ProcessManager:
         async with self._unit_lock(unit):
             if (await self.state(unit)).is_running:
                 return  # as `systemctl start` on an active unit: nothing to do
+            await asyncio.to_thread(self._check_port_free, spec)
             argv, env = self._command(spec)
             try:
                 await _to_the_end(self._spawn, spec, argv, env)
@@ -190,8 +192,17 @@ class ProcessManager:
         env.update(unit_env)
         return sim_units.engine_command(self.cfg, spec, layout_args, self.ledger_dir), env
 
+    def _check_port_free(self, spec: sim_units.UnitSpec) -> None:
+        """Refuse, in one line, a start whose port another program holds (the engine would bind it and
+        die, and a switch roll back onto the same taken port); an engine of this host may hold it."""
+        groups = [(read_state(self.unit_dir(u, create=False)) or {}).get("pgid") for u in self.known_units()]
+        taken = port_taken_by(spec.service, {g for g in groups if isinstance(g, int)})
+        if taken is not None:
+            raise HostError(self.cfg.name, f"{spec.unit}: {taken}")
+
     def _spawn(self, spec: sim_units.UnitSpec, argv: list[str], env: dict[str, str]) -> None:
         unit_dir = self.unit_dir(spec.unit)
+        record_url(unit_dir, spec.service.url)
         command = [
             sys.executable, "-m", "console.sim.systemd.supervisor", "--daemonize",
             "--unit-dir", str(unit_dir), "--unit", spec.unit, "--description", spec.description,

@@ -125,14 +125,18 @@ class HostChanges:
         self._unit_action("stop")
 
     def _unit_action(self, verb: str) -> None:
-        """`S` and `R` ask first, naming the unit and the outage; Cancel has the focus."""
+        """`S` and `R` ask first, naming the unit and the outage; Cancel has the focus. `R` also brings a
+        failed unit back, as `systemctl restart` does."""
         from console.ui.screens.confirm_unit import ConfirmUnitAction
 
         if self.console.refuse_readonly(f"service {verb}") or self.switching:
             return
         view = self.last_view
-        if view is None or view.unit is None or view.state is None or not view.state.is_running:
-            self.notify(f"no unit of {self.service.name} is running; nothing to {verb}", severity="warning")
+        state = view.state if view is not None else None
+        acts = state is not None and (state.is_running or (verb == "restart" and state.is_failed))
+        if view is None or view.unit is None or not acts:
+            said = "running or failed" if verb == "restart" else "running"
+            self.notify(f"no unit of {self.service.name} is {said}; nothing to {verb}", severity="warning")
             return
         unit, layout = view.unit, view.layout
         self.app.push_screen(ConfirmUnitAction(verb, self.host.name, self.service.name, unit, layout),

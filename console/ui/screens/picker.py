@@ -70,7 +70,8 @@ class LayoutPicker(ReachesConsole, NotifiesWorkerErrors, ModalScreen[tuple[str, 
     def _mark(self, name: str, running: str | None) -> Text:
         marks = []
         if running and self.service.layout(running) and self.service.layout(running).name == name:
-            marks.append("▶ running")
+            state = self.view.state if self.view else None
+            marks.append("✗ failed" if state is not None and state.is_failed else "▶ running")
         last = self.view.last_ready_layout if self.view else None
         if last and self.service.layout(last) and self.service.layout(last).name == name:
             marks.append("✓ last ready")
@@ -101,7 +102,7 @@ class LayoutPicker(ReachesConsole, NotifiesWorkerErrors, ModalScreen[tuple[str, 
             table.update_cell(name, "measured", said, update_width=True)
         readonly = self.console.readonly
         note.update(("read-only: view only.  " if readonly else "Enter: switch (asks first).  ")
-                    + "Esc: close.  ▶ running  ✓ last ready.  An OOM verdict needs an explicit force.")
+                    + "Esc: close.  ▶ running  ✗ failed  ✓ last ready.  An OOM verdict needs an explicit force.")
 
     def measured(self) -> dict[str, str]:
         """Each layout's last measured tok/s (per user at c=1, aggregate at the top level), from the

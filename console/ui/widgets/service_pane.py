@@ -13,6 +13,7 @@ from textual.widget import Widget
 
 from console.domain.models import Phase
 from console.domain.text import shown
+from console.ops.status import FOREIGN
 from console.ops.views import ServiceView
 from console.ui.widgets.polling import poll_forever
 from console.ui.worker_errors import NotifiesWorkerErrors
@@ -159,6 +160,9 @@ class ServicePane(NotifiesWorkerErrors, Widget):
             if st.exec_main_status is not None:
                 out.append(f", status {st.exec_main_status}", style=s("service--bad"))
             out.append("\n")
+            label("")
+            out.append(self.recovery_keys(), style=s("service--bad"))
+            out.append("\n")
         label("unit")
         out.append(f"{view.unit or '-'}\n")
         label("state")
@@ -205,8 +209,13 @@ class ServicePane(NotifiesWorkerErrors, Widget):
             if detail:
                 out.append(f" ({', '.join(detail)})")
         out.append("\n")
+        if h is not None and h.status == FOREIGN:  # who answered instead of the service (host text)
+            label("")
+            out.append(f"answered by {shown(view.health_answered_by or 'another program')}", style=s("service--bad"))
+            out.append("\n")
         label("phase")  # its own row: a health reading with its age leaves no room beside it
-        phase = self.phase_override or view.phase
+        # another program answering a service that does not run is FAILED, whatever the journal said last
+        phase = Phase.FAILED if view.phase == Phase.FAILED else self.phase_override or view.phase
         if phase is None:
             out.append("-", style=s("service--dim"))
         else:
@@ -214,6 +223,14 @@ class ServicePane(NotifiesWorkerErrors, Widget):
                      else "service--dim" if phase == Phase.STOPPED else "service--warn")
             out.append(phase.value.replace("_", " ").upper(), style=s(level))
         return out
+
+    def recovery_keys(self) -> str:
+        """The keys that bring a failed service back, as the operator has them mapped."""
+        from console.ui.keys import display_key, key_for
+
+        keymap = getattr(self.app, "keymap", {})
+        restart, layouts = (display_key(key_for(a, keymap)) for a in ("host.restart", "host.layouts"))
+        return f"{restart}: restart it · {layouts}: another layout"
 
     def health_is_stale(self, taken_at: float, status: str | None = None) -> bool:
         """A health reading older than a poll, or taken before the phase last moved, shows its age.

@@ -35,6 +35,9 @@ class UiAction:
     """Shown in the footer."""
     palette: str | None = None
     """The command palette's name for it (`service: restart`), or None to keep it out."""
+    everywhere: bool = False
+    """Bound with priority, so it works on every screen, modal ones included (a modal screen's keys
+    otherwise stop at the modal, and the app's never see it)."""
 
 
 ACTIONS: tuple[UiAction, ...] = (
@@ -46,7 +49,7 @@ ACTIONS: tuple[UiAction, ...] = (
              "app", show=False, palette="theme: next"),
     UiAction("app.screenshot", "ctrl+s", "save_screenshot", "Screenshot",
              "Save the screen as an SVG in the current directory (or --screenshot-dir) and say where.", "app",
-             show=False, palette="app: screenshot"),
+             show=False, palette="app: screenshot", everywhere=True),
     UiAction("app.fleet", "F", "fleet", "Fleet", "Show the fleet overview of every host.", "app",
              show=False, palette="host: fleet overview"),
     UiAction("app.alerts", "A", "alerts", "Alerts",
@@ -134,7 +137,7 @@ def bindings(scope: str, *, priority: bool = False, via: str | None = None) -> l
     """
     return [
         Binding(a.key, f"{via}({a.action!r})" if via else a.action, a.description, show=a.show,
-                tooltip=a.tooltip, id=a.id, priority=priority)
+                tooltip=a.tooltip, id=a.id, priority=priority or a.everywhere)
         for a in ACTIONS
         if a.scope == scope
     ]

@@ -33,8 +33,11 @@ _LOGGED_REQUEST = re.compile(
 )
 # uvicorn's access line: `127.0.0.1:51234 - "POST /generate HTTP/1.1" 200 OK` (the path is the client's).
 _ACCESS_LINE = re.compile(r"[\w.:\[\]%-]{1,80}:\d{1,5} - \"[A-Z]{3,10} ")
-#: Each engine's first line of a start: SGLang's launcher dumps its ServerArgs, vLLM prints its version.
-ENGINE_FIRST_LINES = ("server_args=ServerArgs(", "vLLM API server version")
+#: Each engine's first line of a start: SGLang's launcher dumps its ServerArgs, vLLM prints its version
+#: (`vLLM API server version 0.10.2`; since 0.11 `vLLM server version ...` or the logo below).
+ENGINE_FIRST_LINES = ("server_args=ServerArgs(", "vLLM API server version", "vLLM server version")
+# vLLM's logo, its version on the second line: ` ▄▄ ▄█ █     █     █ ▀▄▀ █  version 0.32.0`.
+_VLLM_LOGO_VERSION = re.compile(r"[ ▄▀█]{10,60}█  version \S")
 #: systemd's line that begins a start of the unit (`Started sglang.service - SGLang.`).
 SYSTEMD_STARTED = "Started "
 
@@ -81,4 +84,4 @@ def by_systemd(header: LineHeader, said: bool | None, *, about_unit: bool = Fals
 
 def opens_engine_start(payload: str) -> bool:
     """Whether a message is an engine's first line of a start (never a request: it opens the message)."""
-    return payload.startswith(ENGINE_FIRST_LINES)
+    return payload.startswith(ENGINE_FIRST_LINES) or _VLLM_LOGO_VERSION.match(payload) is not None

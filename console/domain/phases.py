@@ -92,6 +92,8 @@ _SGLANG = (
 
 _VLLM = (
     Milestone("vLLM API server version", Phase.STARTING, "API server started", starts=True),
+    Milestone("vLLM server version", Phase.STARTING, "API server started", starts=True),  # 0.11+, no logo
+    Milestone("█  version ", Phase.STARTING, "API server started", starts=True),  # 0.11+: its logo
     Milestone("Initializing a V1 LLM engine", Phase.INIT_DISTRIBUTED, "initialising engine", starts=True),
     Milestone("is assigned as DP rank", Phase.INIT_DISTRIBUTED, "init distributed", starts=True),
     Milestone("Starting to load model", Phase.LOADING_WEIGHTS, "loading weights", starts=True, progress=0.0),

@@ -102,6 +102,27 @@ def test_the_engines_first_line_again_begins_a_start_only_after_the_last_one_beg
     assert starting.start.starts == 1  # systemd's own lines before the first start are no start
 
 
+# vLLM 0.11+ opens a start with its logo; these lines are the real vLLM 0.32.0 the test hosts run
+# (tests/hosts/vllm/capture.sh: tp1-start.log and kv-too-small.log of tests/fixtures/vllm-real/).
+VLLM_LOGO = [
+    "(APIServer pid=86) INFO 12-01 15:45:12 [api_utils.py:347]        █     █     █▄   ▄█",
+    "(APIServer pid=86) INFO 12-01 15:45:12 [api_utils.py:347]  ▄▄ ▄█ █     █     █ ▀▄▀ █  version 0.32.0",
+    "(APIServer pid=86) INFO 12-01 15:45:12 [api_utils.py:347]   █▄█▀ █     █     █     █  model   /opt/models/vllm-tiny/tiny-moe",
+]
+VLLM_KV = ("(EngineCore pid=6509) ERROR 12-01 15:49:28 [core.py:1510] ValueError: To serve at least one request with "
+           "the model's max seq len (2048), (0.0 GiB KV cache is needed, which is larger than the available KV cache "
+           "memory (0.0 GiB). Based on the available memory, the estimated maximum model length is 896.")
+
+
+def test_vllms_logo_begins_a_start_as_its_banner_did():
+    triager = Triager(Engine.VLLM)
+    first = [f for line in [*VLLM_LOGO, VLLM_KV] for f in triager.feed(line)]
+    assert [f.cls for f in first] == [FindingClass.KV_CACHE_TOO_SMALL]
+    assert [f for line in VLLM_LOGO for f in triager.feed(line)] == [] and triager.start.starts == 2
+    assert triager.decisive() is None  # the new start has shown nothing wrong
+    assert [f.cls for f in triager.feed(VLLM_KV)] == [FindingClass.KV_CACHE_TOO_SMALL]  # again, in its start
+
+
 def test_a_restart_loop_names_each_starts_exit_once():
     found = triage_lines(_lines(FIXTURES / "systemd_restart_loop.log"))
     exits = [f for f in found if "main process exited with status 1" in f.summary]

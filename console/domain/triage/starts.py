@@ -85,7 +85,7 @@ class StartTracker:
 
     def read(self, line: str, seq: int, systemd: bool | None) -> str | None:
         """Whether this line begins a new start: BY_SYSTEMD (its `Started` line) or BY_ENGINE (the
-        engine's first line), else None. Every line passes here; an ordinary one costs three substring
+        engine's first line), else None. Every line passes here; an ordinary one costs four substring
         scans.
 
         Args:
@@ -93,7 +93,8 @@ class StartTracker:
             seq: Its number in the stream.
             systemd: Whether systemd wrote it, as its journal entry says; None for a pasted log.
         """
-        if SYSTEMD_STARTED not in line and "server_args=" not in line and "API server version" not in line:
+        if (SYSTEMD_STARTED not in line and "server_args=" not in line and "server version" not in line
+                and "█  version" not in line):
             if not self._content:
                 self._content = systemd is False or (systemd is None and not by_systemd(split_header(line), None))
             return None

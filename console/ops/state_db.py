@@ -97,11 +97,19 @@ class StateDb:
 
 
 def _private_file(path: Path) -> None:
-    """Create the log 0600, or tighten an existing one this user owns."""
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    """Create the log 0600, or tighten an existing one this user owns.
+
+    An existing file is never opened here: closing any descriptor of a file drops every POSIX lock this
+    process holds on it, SQLite's included. A second table of the same file opened in one process (the
+    TUI's audit log and results, the web server's sessions and its demo's audit) then left the first
+    connection without its WAL lock, another process closing its connection deleted the WAL, and the
+    first connection's later writes went to the deleted file: never seen by any other process.
+    """
     try:
-        info = os.fstat(fd)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        info = os.stat(path)
         if info.st_uid == os.getuid() and info.st_mode & 0o077:
-            os.fchmod(fd, 0o600)
-    finally:
-        os.close(fd)
+            os.chmod(path, 0o600)
+        return
+    os.close(fd)  # a new file: no connection of this process holds a lock on it yet

@@ -34,6 +34,7 @@ COMMANDS = {
     "probe": "console.commands.probe",
     "results": "console.commands.results",
     "explore": "console.commands.explore",
+    "web": "console.ui.web",
 }
 
 

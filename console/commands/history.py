@@ -17,12 +17,21 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--json", action="store_true", help="one JSON object per switch")
     parser.add_argument("--host", metavar="H", help="only switches on this host")
     parser.add_argument("-n", type=int, default=None, metavar="N", help="only the newest N switches")
+    parser.add_argument("--web", action="store_true",
+                        help="the browser sessions of `serve-console web` instead: who, when, how they ended")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from console.domain.text import shown
     from console.ops.audit import open_audit
+
+    if args.web:
+        if args.host is not None:
+            from console.errors import UsageError
+
+            raise UsageError("--host filters switches; a web session belongs to no host")
+        return _web_sessions(args)
 
     audit = open_audit()
     try:
@@ -43,4 +52,28 @@ def run(args: argparse.Namespace) -> int:
             print(f"    {shown(e.reason)}")
     if not entries and not args.json:
         print("no switches recorded yet")
+    return 0
+
+
+def _web_sessions(args: argparse.Namespace) -> int:
+    """`history --web`: one line per browser session, oldest first."""
+    from console.domain.text import shown
+    from console.ops.web_sessions import open_web_sessions
+
+    log = open_web_sessions()
+    try:
+        sessions = log.sessions(limit=args.n)
+    finally:
+        log.close()
+    for s in sessions:
+        if args.json:
+            print_json(s.to_json())
+            continue
+        start = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(s.started_at))
+        end = time.strftime("%H:%M:%S", time.localtime(s.ended_at)) if s.ended_at is not None else "…"
+        mode = "read-only" if s.readonly else "actions allowed"
+        why = f" ({s.reason})" if s.reason else ""
+        print(shown(f"#{s.id} {start} - {end} {s.remote} {mode}: {s.outcome}{why}"))  # a reason may quote an error
+    if not sessions and not args.json:
+        print("no web sessions recorded yet")
     return 0

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 
-from console.domain.rank import LineHeader
+from console.domain.rank import LineHeader, split_header
 
 # The opening of a logged request or answer, as the engines write it (after their prefixes).
 _LOGGED_REQUEST = re.compile(
@@ -40,6 +40,10 @@ ENGINE_FIRST_LINES = ("server_args=ServerArgs(", "vLLM API server version", "vLL
 _VLLM_LOGO_VERSION = re.compile(r"[ ▄▀█]{10,60}█  version \S")
 #: systemd's line that begins a start of the unit (`Started sglang.service - SGLang.`).
 SYSTEMD_STARTED = "Started "
+#: A stop asked of the engine: vLLM's API server on SIGTERM, and systemd's own `Stopping UNIT...`. What
+#: fails after it (vLLM 0.32's output handler logs EngineDeadError on every clean stop) is the stop's doing.
+STOP_MARK = "[shutdown] API server: shutdown triggered"
+STOPPING = "Stopping "
 
 
 def is_logged_request(payload: str) -> bool:
@@ -85,3 +89,11 @@ def by_systemd(header: LineHeader, said: bool | None, *, about_unit: bool = Fals
 def opens_engine_start(payload: str) -> bool:
     """Whether a message is an engine's first line of a start (never a request: it opens the message)."""
     return payload.startswith(ENGINE_FIRST_LINES) or _VLLM_LOGO_VERSION.match(payload) is not None
+
+
+def asks_to_stop(line: str, systemd: bool | None) -> bool:
+    """Whether a line says a stop was asked for: vLLM's `shutdown triggered`, or systemd's `Stopping ...`."""
+    header = split_header(line, deep=True)
+    if header.payload.startswith(STOPPING):
+        return by_systemd(header, systemd)
+    return STOP_MARK in header.payload and not is_request_text(header.payload)

@@ -156,6 +156,7 @@ class FindingClass(enum.StrEnum):
     MAX_MODEL_LEN = "max_model_len"
     DISK_FULL = "disk_full"
     GPU_XID = "gpu_xid"
+    ENGINE_DIED = "engine_died"  # an engine process gone without an error of its own (a kill, a native crash)
     ENGINE_ERROR = "engine_error"  # a fatal end no signature names: the exception, signal or abort itself
     UNIT_FAILED = "unit_failed"
     TRACEBACK = "traceback"  # an unclassified Python traceback's final exception line, not (yet) fatal

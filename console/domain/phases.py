@@ -103,6 +103,7 @@ _VLLM = (
     Milestone("Memory profiling takes", Phase.KV_CACHE, "profiling memory"),
     Milestone("Available KV cache memory", Phase.KV_CACHE, "KV cache sized"),
     Milestone("GPU KV cache size", Phase.KV_CACHE, "KV cache allocated"),
+    Milestone("CPU KV cache size", Phase.KV_CACHE, "KV cache allocated"),  # vLLM's CPU build
     Milestone("Capturing CUDA graph", Phase.CUDA_GRAPHS, "capturing CUDA graphs", bar=True),
     Milestone("Capturing cudagraphs", Phase.CUDA_GRAPHS, "capturing CUDA graphs"),  # vLLM 0.5/0.6
     Milestone("Graph capturing finished", Phase.CUDA_GRAPHS, "CUDA graphs captured", progress=1.0),
@@ -209,7 +210,11 @@ class PhaseTracker:
             progress = done / total
             detail = f"{detail} {done}/{total}"
         if target in (Phase.STOPPED, Phase.FAILED):
-            return None if current is target else self._move(target, ts, detail, None, rank)
+            # A failed start stays failed when systemd then deactivates the unit (vLLM's API server exits 0
+            # once its engine core died): only a new start leaves FAILED.
+            if current is target or (target is Phase.STOPPED and current is Phase.FAILED):
+                return None
+            return self._move(target, ts, detail, None, rank)
         if target is Phase.STARTING and milestone.starts:
             return None if current is Phase.STARTING else self._move(target, ts, detail, None, rank)
         if current in _ENDED and current is not Phase.STOPPED and not milestone.starts:

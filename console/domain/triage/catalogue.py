@@ -121,6 +121,10 @@ CATALOGUE: dict[C, Entry] = {
     C.GPU_XID: Entry(
         "GPU hardware or driver error (Xid/ECC)", "the GPU reported a fault: check nvidia-smi -q and the "
         "kernel log; reset or drain the GPU before reusing it", ROOT),
+    C.ENGINE_DIED: Entry(
+        "an engine process died", "a process of the engine ended without an error of its own: killed (the "
+        "host's OOM killer, kill -9) or crashed in native code; `journalctl -k` shows the OOM killer; restart "
+        "the unit once the cause is gone", ROOT),
     C.ENGINE_ERROR: Entry(
         "the engine died of an error", "the exception or signal above ended the process; its message is "
         "the best lead", OPEN),

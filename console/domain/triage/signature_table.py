@@ -112,6 +112,8 @@ SIGNATURES: tuple[Signature, ...] = (
                               "Received sigquit from a child process"), known.engine_init,
               ("Engine core initialization failed", "WorkerProc initialization failed", "See root cause above",
                "See stack trace for root cause")),
+    Signature(C.ENGINE_DIED, ("exited unexpectedly", "died unexpectedly", "DataParallelController"),
+              host.engine_died),
     Signature(C.ENGINE_ERROR, ("Fatal Python error", "terminate called after throwing", "what():",
                                "died, exit code", "SIGABRT", "SIGILL", "SIGFPE", "core dumped"), host.fatal_end),
     Signature(C.UNIT_FAILED, ("Main process exited, code=", "Failed with result '", "Start request repeated too quickly",
@@ -123,7 +125,8 @@ SIGNATURES: tuple[Signature, ...] = (
 GATES: tuple[str, ...] = (
     "rror", "xception", "emory", "ailed", "nccl", "atchdog", "Errno", "SIG", "illed", "apability", "profiled",
     "Main process", "Start request", "sigquit", "terminate", "what():", "dumped", "exit code", "NVRM",
-    "egfault", "in KV cache", "cuda-graph", " blocks: 0,", "NCCL WARN", "OUT_OF_MEMORY",
+    "egfault", "in KV cache", "cuda-graph", " blocks: 0,", "NCCL WARN", "OUT_OF_MEMORY", "nexpectedly",
+    "DataParallelController",
 )
 #: Every needle of every signature.
 ALL_NEEDLES: tuple[str, ...] = tuple(dict.fromkeys(n for sig in SIGNATURES for n in sig.needles))

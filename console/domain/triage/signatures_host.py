@@ -151,3 +151,26 @@ def unit_failed(text: str, rank: str | None) -> Reading | None:
         cls = FindingClass.HOST_OOM if result == "oom-kill" else None
         return Reading(f"{m['unit'] or unit}: failed with result '{result}'{why.get(result, '')}", cls=cls)
     return None
+
+
+_DIED_UNEXPECTEDLY = re.compile(
+    r"(?P<who>engine core|Worker proc \S+) (?:exited|died) unexpectedly(?: \(exit code: (?P<code>[^)]*)\))?"
+)
+_SCHEDULER_TERMINATED = re.compile(r"Scheduler or DataParallelController (?P<pid>\d+) terminated with (?P<code>-?\d+)")
+
+
+def engine_died(text: str, rank: str | None) -> Reading | None:
+    """An engine process gone without an error of its own: vLLM's `MPClient: engine core exited
+    unexpectedly` (its engine core was killed or crashed), `Worker proc X died unexpectedly`, SGLang's
+    `Scheduler or DataParallelController PID terminated with CODE` on a non-head node."""
+    m = _DIED_UNEXPECTEDLY.search(text)
+    if m:
+        code = m["code"]
+        tail = f" (exit code {code})" if code and code != "None" else ""
+        # vLLM logs it at WARNING, yet the engine is gone: certain whatever the level.
+        return Reading(f"vLLM's {m['who']} exited unexpectedly{tail}: killed or crashed without an error of its own",
+                       certain=True)
+    m = _SCHEDULER_TERMINATED.search(text)
+    if m:
+        return Reading(f"SGLang's scheduler (pid {m['pid']}) terminated with {m['code']}", certain=True)
+    return None

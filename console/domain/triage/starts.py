@@ -15,7 +15,14 @@ so what it was in the middle of (a traceback cut off) is read as the end of a lo
 
 from __future__ import annotations
 
-from console.domain.log_origin import SYSTEMD_STARTED, by_systemd, opens_engine_start
+from console.domain.log_origin import (
+    STOP_MARK,
+    STOPPING,
+    SYSTEMD_STARTED,
+    asks_to_stop,
+    by_systemd,
+    opens_engine_start,
+)
 from console.domain.models import Finding, FindingClass
 from console.domain.rank import split_header
 
@@ -69,11 +76,12 @@ class StartTracker:
             the log's first start.
     """
 
-    __slots__ = ("_content", "_ended", "_engine_opened", "began_at", "starts")
+    __slots__ = ("_content", "_ended", "_engine_opened", "began_at", "starts", "stopping")
 
     def __init__(self) -> None:
         self.starts = 1
         self.began_at = 0
+        self.stopping = False  # a stop was asked for in this start: what fails after it is the stop's doing
         self._content = False  # the engine wrote a line, or a finding was reported, in this start
         self._engine_opened = False  # the engine's first line was seen in this start
         self._ended = False  # a fatal finding was reported in this start
@@ -93,6 +101,8 @@ class StartTracker:
             seq: Its number in the stream.
             systemd: Whether systemd wrote it, as its journal entry says; None for a pasted log.
         """
+        if STOP_MARK in line or STOPPING in line:
+            self.stopping = self.stopping or asks_to_stop(line, systemd)
         if (SYSTEMD_STARTED not in line and "server_args=" not in line and "server version" not in line
                 and "█  version" not in line):
             if not self._content:
@@ -112,6 +122,7 @@ class StartTracker:
             self.began_at = seq
             self._ended = False
             self._engine_opened = False
+            self.stopping = False
         self._engine_opened = self._engine_opened or engine
         self._content = engine
         if not new:

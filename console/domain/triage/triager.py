@@ -6,7 +6,7 @@ that opened them and the frames they passed (normalise.py), reads the message a 
 line carries, rejoins wrapped messages and C++ `what():` lines, names what no signature names
 (open_world.py), and reports each failure once per rank and start (starts.py). root_cause.py picks
 the root cause. It reads the engine's own output and systemd's own lines: a request's text that the
-engine logged is never a finding (log_origin.py).
+engine logged is never a finding (log_origin.py), nor is what fails after a stop was asked for (starts.py).
 
 Speed: an ordinary line is rejected by plain substring checks (the gates) before any regex runs, so
 the journal pane can classify hundreds of thousands of lines per second (bench/triage_throughput.py).
@@ -15,6 +15,7 @@ the journal pane can classify hundreds of thousands of lines per second (bench/t
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
 
 from console.domain.log_origin import by_systemd, is_request_text, names_a_unit
 from console.domain.models import Engine, Finding, FindingClass
@@ -43,11 +44,9 @@ from console.domain.triage.wraps import WRAP_WIDTH, WrapReader
 
 __all__ = ["Triager", "classify_line", "decisive", "parse_rank", "triage_lines"]
 
-# Lines (of any writer) after which an open traceback is dropped: its final line never came.
-_BLOCK_LINES = 400
+_BLOCK_LINES = 400  # lines (of any writer) after which an open traceback is dropped: its end never came
 _MAX_OPEN_BLOCKS = 64
-# Lines (of any writer) after a traceback's final line that may continue its message.
-_TAIL_LINES = 40
+_TAIL_LINES = 40  # lines (of any writer) after a traceback's final line that may continue its message
 
 class Triager:
     """Reads a log stream line by line and reports each failure once per rank.
@@ -268,6 +267,8 @@ class Triager:
         return self._report(finding)
 
     def _report(self, finding: Finding | None) -> list[Finding]:
+        if finding is not None and finding.fatal and self.start.stopping:
+            finding = replace(finding, fatal=False)
         if finding is None or not self._found.add(finding := in_engine_terms(finding, self.engine)):
             return []
         self.start.note(finding)

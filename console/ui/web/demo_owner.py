@@ -16,6 +16,7 @@ from pathlib import Path
 
 from console.config import ConsoleConfig
 from console.domain.text import shown
+from console.errors import ConsoleError
 from console.factory import open_hosts
 from console.ops.audit import open_audit
 from console.ops.status import running_units
@@ -55,11 +56,15 @@ class DemoOwner:
             if service is None:
                 continue
             self.say(f"serve-console web: demo: bringing {DEMO_FIRST_LAYOUT} up on {host.name}/{service.name}")
-            audit = open_audit(self.state_root)
             try:
-                result = await switch_layout(host, service, DEMO_FIRST_LAYOUT, audit=audit)
-            finally:
-                audit.close()
+                audit = open_audit(self.state_root)
+                try:
+                    result = await switch_layout(host, service, DEMO_FIRST_LAYOUT, audit=audit)
+                finally:
+                    audit.close()
+            except ConsoleError as exc:  # the server goes on serving: visitors see the demo as it is
+                self.say(shown(f"serve-console web: demo: {DEMO_FIRST_LAYOUT} not brought up: {exc}"))
+                return
             self.say(shown(f"serve-console web: demo: {result.layout}: {headline(result)}"))
             return
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -23,6 +24,9 @@ from console.ops.state_db import AuditError
 from console.ops.web_sessions import CLOSED, SERVER_STOPPED, WebSessionLog
 from console.ui.web.access import AccessGate, security_headers
 from console.ui.web.sessions import Session, VisitorApp, watch_idle
+
+#: How long a session at the cap waits for one that is ending (a reload) before it is refused.
+ROOM_GRACE_S = 2.0
 
 
 @dataclass(frozen=True)
@@ -66,7 +70,7 @@ class ConsoleWebServer(Server):
 
     @aiohttp_jinja2.template("app_index.html")
     async def handle_index(self, request: web.Request) -> Any:
-        if len(self.sessions) >= self.limits.max_sessions:
+        if not await self._room():
             raise web.HTTPServiceUnavailable(text=self._full())
         # From the request, not the bind address: through `ssh -L 9000:...` the browser's host is localhost:9000.
         ws_scheme = "wss" if request.scheme == "https" else "ws"
@@ -77,6 +81,16 @@ class ConsoleWebServer(Server):
             "application": {"name": "serve-console" + (" (read-only)" if self.limits.readonly else "")},
         }
 
+    async def _room(self) -> bool:
+        """Whether a session may start. At the cap, a session that is ending gets a moment to go: a reload
+        asks for the new page and websocket while the old page's session still ends."""
+        deadline = time.monotonic() + ROOM_GRACE_S
+        while len(self.sessions) >= self.limits.max_sessions:
+            if time.monotonic() >= deadline:
+                return False
+            await asyncio.sleep(0.05)
+        return True
+
     def _full(self) -> str:
         n = self.limits.max_sessions
         return f"503: {n} session{'s' * (n != 1)} open, the most this server allows (--max-sessions); try again later\n"
@@ -84,7 +98,7 @@ class ConsoleWebServer(Server):
     async def handle_websocket(self, request: web.Request) -> web.StreamResponse:
         remote, agent = request.remote or "unknown", request.headers.get("User-Agent")
         websocket = web.WebSocketResponse(heartbeat=15)
-        if len(self.sessions) >= self.limits.max_sessions:  # no await before the slot is taken below
+        if not await self._room():  # and no await from here until the session holds its place
             self._logged(self.log.refused, remote=remote, user_agent=agent, readonly=self.limits.readonly,
                          reason=self._full().strip())
             return web.Response(status=503, text=self._full())

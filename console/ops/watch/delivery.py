@@ -140,12 +140,16 @@ class Deliverer:
 
     def _failed(self, sink: Sink, batch: Sequence[Delivery], error: str) -> None:
         self.store.attempted([d.id for d in batch], error)
-        sink.backoff_s = min(BACKOFF_MAX_S, max(BACKOFF_FIRST_S, 2 * sink.backoff_s))
-        sink.next_try = self.clock() + sink.backoff_s * random.uniform(0.8, 1.2)
+        self._back_off(sink)
         if sink.error != error:
             queued = self.store.queued(sink.name)
             self.say(f"{error}; {queued} queued, trying again in {sink.backoff_s:.0f} s")
         sink.error = error
+
+    def _back_off(self, sink: Sink) -> None:
+        """Wait longer before the next try: 1 s, doubling to 60 s, jittered so replicas do not march in step."""
+        sink.backoff_s = min(BACKOFF_MAX_S, max(BACKOFF_FIRST_S, 2 * sink.backoff_s))
+        sink.next_try = self.clock() + sink.backoff_s * random.uniform(0.8, 1.2)
 
     async def _resend(self, sink: Sink) -> None:
         alerts = list(self.firing())
@@ -154,8 +158,7 @@ class Deliverer:
             try:
                 await sink.poster.post([a.to_alertmanager(self.clock(), ttl) for a in alerts[start:start + BATCH]])
             except DeliveryError as exc:
-                sink.backoff_s = min(BACKOFF_MAX_S, max(BACKOFF_FIRST_S, 2 * sink.backoff_s))
-                sink.next_try = self.clock() + sink.backoff_s
+                self._back_off(sink)
                 sink.error = str(exc)
                 return
 

@@ -134,3 +134,39 @@ def test_a_port_in_use_is_one_line(tmp_path: Path, monkeypatch, capsys) -> None:
         assert main(["--config", str(config), "web", "--port", str(port)]) == 1
     err = capsys.readouterr().err
     assert f"cannot listen on 127.0.0.1:{port}" in err and "choose another --port" in err and "Traceback" not in err
+
+
+def test_a_bind_beyond_loopback_warns_before_it_listens(tmp_path: Path, monkeypatch, capsys) -> None:
+    from console.config import demo_config_path
+
+    monkeypatch.setenv("SERVE_CONSOLE_STATE_DIR", str(tmp_path))
+    token = _token_file(tmp_path, "t" * 32)
+    # 192.0.2.1 (TEST-NET-1) is no address of this machine: the warning comes, then the bind fails.
+    argv = ["--config", str(demo_config_path()), "web", "--bind", "192.0.2.1", "--port", "0", "--token-file", token]
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert "warning: --bind 192.0.2.1 serves the console to other machines over plain HTTP" in err
+    assert "cannot listen on 192.0.2.1:0" in err
+
+
+def test_a_token_from_a_file_is_never_printed_and_opens_the_console(tmp_path: Path) -> None:
+    import urllib.error
+    import urllib.request
+
+    from web_browser import WebConsole
+
+    from console.config import demo_config_path
+
+    secret = "s" * 40
+    env = dict(os.environ, SERVE_CONSOLE_STATE_DIR=str(tmp_path))
+    web = WebConsole("--config", str(demo_config_path()), "--token-file", _token_file(tmp_path, secret), env=env)
+    try:
+        assert f"?token=<the token in {tmp_path / 'token'}>" in "".join(web.output)
+        opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor())
+        with opener.open(f"{web.base}?token={secret}", timeout=10) as page:  # the redirect, with the cookie
+            assert page.status == 200 and page.url == web.base
+        with pytest.raises(urllib.error.HTTPError, match="401"):
+            urllib.request.urlopen(f"{web.base}?token={'x' * 40}", timeout=10)
+    finally:
+        assert web.stop() == 0
+    assert secret not in "".join(web.output)

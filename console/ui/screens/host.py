@@ -30,8 +30,15 @@ from console.ui.widgets.switch_progress import SwitchPanel
 from console.ui.worker_errors import NotifiesWorkerErrors
 
 CHANGING = changing_actions("host")
-#: Below this many rows a running or finished switch's panel takes the top panes' place.
-SHORT_ROWS = 40
+#: Below this many rows (120x40 and shorter) a switch's panel takes the engine pane's place (the service
+#: and GPU panes stay).
+SHORT_ROWS = 41
+#: Below this many rows (80x24) the top panes and the journal give up rows too.
+TINY_ROWS = 28
+#: Below this many columns the failure card goes above the switch's steps instead of beside them.
+NARROW_COLUMNS = 120
+#: Below this many columns (80x24) the service pane gives the GPU pane some of its width.
+SLIM_COLUMNS = 100
 JOURNAL = scope_actions("journal")
 
 
@@ -83,6 +90,9 @@ class HostScreen(ReachesConsole, NotifiesWorkerErrors, HostChanges, Screen[None]
 
     def on_resize(self) -> None:
         self.set_class(self.size.height < SHORT_ROWS, "-short")
+        self.set_class(self.size.height < TINY_ROWS, "-tiny")
+        self.set_class(self.size.width < NARROW_COLUMNS, "-narrow")
+        self.set_class(self.size.width < SLIM_COLUMNS, "-slim")
 
     def _set_sub_title(self) -> None:
         self.sub_title = self.service.name + (" · read-only" if self.console.readonly else "")

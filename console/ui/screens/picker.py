@@ -102,7 +102,7 @@ class LayoutPicker(ReachesConsole, NotifiesWorkerErrors, ModalScreen[tuple[str, 
             table.update_cell(name, "measured", said, update_width=True)
         readonly = self.console.readonly
         note.update(("read-only: view only.  " if readonly else "Enter: switch (asks first).  ")
-                    + "Esc: close.  ▶ running  ✗ failed  ✓ last ready.  An OOM verdict needs an explicit force.")
+                    + "Esc: close.  ▶ running  ✗ failed  ✓ last ready.  An OOM needs an explicit force.")
 
     def measured(self) -> dict[str, str]:
         """Each layout's last measured tok/s (per user at c=1, aggregate at the top level), from the

@@ -41,6 +41,11 @@ class FailureCard(Static):
         grid.add_column(ratio=1, overflow="fold")
         # Every value may quote the host's journal: shown through redaction and the sanitiser.
         parts: list[Text | Table] = [Text(shown(headline(result)), style=s("card--bad"))]
+        back = result.rollback
+        if back is not None and back.outcome != "ready":  # the way back failed too: its own line, up top
+            cause = back.failure.summary if back.failure is not None else back.reason or back.outcome
+            grid.add_row("rollback", Text(shown(f"{back.layout} {back.outcome.upper()}: {cause}"),
+                                          style=s("card--bad")))
         for row in failure_rows(result, self.fits_instead, pick="press l"):  # l: the layout picker
             if oom and row.label in _IN_OOM_HEADLINE:
                 continue

@@ -47,14 +47,16 @@ class SwitchPanel(Widget):
         self._final_result: SwitchResult | None = None
 
     def compose(self) -> ComposeResult:
-        with Horizontal():
+        # The card comes first: beside the steps on a wide screen, above them on a narrow one
+        # (console.tcss), so the verdict is what a short panel shows before it scrolls.
+        with Horizontal(id="switch-row"):
+            yield FailureCard(classes="-hidden", id="failure-card")
             with Vertical(id="switch-body"):
                 yield Static(id="switch-steps")
                 with Horizontal(id="switch-progress-row"):
                     yield Label("shards", id="switch-progress-label")
                     yield ProgressBar(total=100, show_eta=False, id="switch-progress")
                 yield Static(id="switch-status")
-            yield FailureCard(classes="-hidden", id="failure-card")
 
     # -- lifecycle -----------------------------------------------------------------------------------
     def begin(self, host: str, service: str, layout: str, force: bool, fits_instead: Sequence[str] = ()) -> None:

@@ -34,6 +34,8 @@ COMMANDS = {
     "probe": "console.commands.probe",
     "results": "console.commands.results",
     "explore": "console.commands.explore",
+    "watch": "console.commands.watch",
+    "alerts": "console.commands.alerts",
     "web": "console.ui.web",
 }
 

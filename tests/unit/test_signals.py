@@ -71,6 +71,25 @@ def test_an_explore_ended_by_a_signal_mid_switch_leaves_a_ready_layout(demo_env,
     assert [u["unit"] for u in status["units"] if u["active"] == "active"] == ["sglang-k26@ep8.service"]
 
 
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP], ids=["TERM", "HUP"])
+def test_a_switch_ended_by_a_signal_ends_as_ctrl_c_ends_it(demo_env, sig):  # noqa: F811 (fixture)
+    cwd, env = demo_env
+    proc = subprocess.Popen([sys.executable, "-m", "console", "switch", "EP8", "--host", "demo", "--json"],
+                            cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        for line in proc.stdout:  # the unit is asked to start: a plain switch leaves it to come up
+            if json.loads(line).get("step") == "start":
+                break
+        proc.send_signal(sig)
+        _out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130 and "Traceback" not in err, err
+    (switch,) = json_lines(cli(cwd, env, "history", "--json").stdout)
+    assert switch["outcome"] == "interrupted" and switch["reason"] == "the switch was cancelled"
+
+
 def story_env(tmp_path: Path) -> dict:
     """The headless demo with its temporary state dir, and its port locks, under `tmp_path`."""
     (tmp_path / "tmp").mkdir(exist_ok=True)

@@ -18,6 +18,7 @@ except ModuleNotFoundError:  # Python 3.11+ ships the same parser as tomllib
 from console.config.fields import KeyLocator, Table, shown, url_problem
 from console.config.fleet import parse_fleet
 from console.config.model import ConsoleConfig, HostConfig, SimConfig, UiConfig
+from console.config.nodes import check_clusters, with_nodes
 from console.config.services import DISPLAY_TEXT, parse_service
 from console.config.watch import parse_watch
 from console.errors import ConfigError
@@ -101,12 +102,25 @@ def parse_config(data: bytes, label: str, *, base_dir: Path, resolved: Path | No
     hosts = tuple(_parse_host(table, name, base_dir) for name, table in root.tables("hosts"))
     if not hosts:
         raise ConfigError(label, None, "no hosts defined: add a [hosts.NAME] table")
+    check_clusters(hosts, label)
+    _check_every_host_serves(root, hosts)
+    hosts = with_nodes(hosts)
     console = root.table("console")
     ui = _parse_console(console) if console is not None else UiConfig()
     fleet = root.table("fleet")
     return ConsoleConfig(path=resolved or base_dir / label, hosts=hosts, ui=ui,
                          fleet=parse_fleet(fleet) if fleet is not None else None,
                          watch=parse_watch(root.table("watch")))
+
+
+def _check_every_host_serves(root: Table, hosts: tuple[HostConfig, ...]) -> None:
+    """A host needs a service of its own, or to be a node of another host's service."""
+    nodes = {n for h in hosts for s in h.services if s.cluster is not None for n in s.cluster.nodes}
+    for host in hosts:
+        if not host.services and host.name not in nodes:
+            table = next(t for name, t in root.tables("hosts") if name == host.name)
+            raise table.error("services", "a host needs at least one [hosts.NAME.services.SERVICE] table, "
+                              "or to be listed in another host's service as one of its nodes")
 
 
 def _decode(data: bytes, label: str) -> str:
@@ -163,13 +177,11 @@ def _parse_host(table: Table, name: str, base_dir: Path) -> HostConfig:
     for service_name, service_table in table.tables("services"):
         _check_name(service_table, service_name, "service")
         service = parse_service(service_table, service_name, base_dir, sim_host=transport == "sim",
-                                ssh_host=transport == "ssh")
+                                ssh_host=transport == "ssh", host=name)
         if service.url in urls:
             raise service_table.error("url", f"same URL as service {urls[service.url]!r}")
         urls[service.url] = service_name
         services.append(service)
-    if not services:
-        raise table.error("services", "a host needs at least one [hosts.NAME.services.SERVICE] table")
     return HostConfig(
         name=name,
         transport=transport,

@@ -33,11 +33,30 @@ class LayoutConfig:
     """The unit that runs it, for the unit-per-layout mapping."""
     line: int | None = None
     """Line in hosts.toml, for messages."""
+    nodes: int = 1
+    """Over how many of the service's nodes it runs (the first `nodes` of them, head first)."""
 
     @property
     def slug(self) -> str:
         """The layout name as a systemd instance string: `TP4 EP2` -> `tp4ep2`."""
         return "".join(ch for ch in self.name.lower() if ch.isalnum())
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterConfig:
+    """How a service spans several hosts (config/nodes.py)."""
+
+    nodes: tuple[str, ...]
+    """The hosts it runs on, head (node-rank 0, the one serving HTTP) first."""
+    dist_port: int = 5000
+    """The rendezvous port on the head: SGLang's `--dist-init-addr HEAD:PORT`, vLLM's `--master-port`."""
+    head_address: str | None = None
+    """The address the other nodes reach the head at (default: the head host's address)."""
+    nic: str | None = None
+    """The interface NCCL and Gloo must use (`NCCL_SOCKET_IFNAME`, `GLOO_SOCKET_IFNAME`), on every node."""
+    node_env_file: str = "/etc/serve-console/node.env"
+    """Where a unit-per-layout or template unit reads its node's arguments (`SERVE_CONSOLE_NODE_ARGS`)."""
+    line: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +86,8 @@ class ServiceConfig:
     sudo: bool = False
     """Run systemctl actions through `sudo -n`."""
     line: int | None = None
+    cluster: ClusterConfig | None = None
+    """The hosts it spans, when it runs over several (None: this host alone)."""
 
     def layout(self, name: str) -> LayoutConfig | None:
         """The layout with this name, matching case and spacing loosely (`tp4ep2` finds `TP4 EP2`)."""
@@ -135,6 +156,8 @@ class HostConfig:
     connect_timeout_s: float = 10.0
     sim: SimConfig | None = None
     services: tuple[ServiceConfig, ...] = ()
+    node_of: tuple[ServiceConfig, ...] = ()
+    """Other hosts' services this host is a node of (filled by the loader from their `nodes`)."""
     line: int | None = None
 
     def service(self, name: str | None) -> ServiceConfig | None:

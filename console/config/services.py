@@ -17,6 +17,7 @@ from console.config.model import (
     LayoutConfig,
     ServiceConfig,
 )
+from console.config.nodes import NODE_KEYS, parse_cluster
 from console.domain.fit import ConfigTooLarge, read_model_config_bytes
 from console.domain.layout import Layout, LayoutError, check_layout, parse_layout
 from console.domain.layout_parse import MAX_PARALLEL_SIZE
@@ -36,10 +37,11 @@ SERVICE_KEYS = (
     "health_via",
     "sudo",
     "layouts",
+    *NODE_KEYS,
 )
 SIZE_KEYS = ("tp", "ep", "pp", "dp")
 PARALLEL_KEYS = (*SIZE_KEYS, "dp_attention")
-LAYOUT_KEYS = ("name", *PARALLEL_KEYS, "args", "unit")
+LAYOUT_KEYS = ("name", *PARALLEL_KEYS, "args", "unit", "nodes")
 HEALTH_VIA = ("direct", "ssh")
 
 # systemd's unit-name grammar (systemd.unit(5)), restricted to services. A leading "-" is refused
@@ -128,7 +130,7 @@ def model_config_file(table: Table, key: str, base_dir: Path) -> Path | None:
 
 
 def parse_service(
-    table: Table, name: str, base_dir: Path, *, sim_host: bool, ssh_host: bool = False
+    table: Table, name: str, base_dir: Path, *, sim_host: bool, ssh_host: bool = False, host: str = ""
 ) -> ServiceConfig:
     """One `[hosts.H.services.NAME]` table as a ServiceConfig.
 
@@ -163,6 +165,7 @@ def parse_service(
         health_via=table.text("health_via", "ssh" if ssh_host else "direct", choices=HEALTH_VIA),
         sudo=table.flag("sudo"),
         line=table.line,
+        cluster=parse_cluster(table, name, host, env_file_path),
     )
     if ssh_host and service.health_via == "direct" and is_loopback_url(url):
         raise table.error("health_via", f"{url} is the SSH host's own loopback address; probing it from "
@@ -251,7 +254,8 @@ def _table_layout(table: Table, engine: Engine, mapping: str) -> LayoutConfig:
     if mapping != UNIT_PER_LAYOUT and unit is not None:
         raise table.error("unit", f"a layout's own unit is only for mapping = 'unit-per-layout', not {mapping!r}")
     shown_name = " ".join(name.split()) if name is not None else parsed.name
-    return LayoutConfig(name=shown_name, layout=parsed, unit=unit, line=table.line)
+    nodes = table.integer("nodes", 1, minimum=1, maximum=64) or 1
+    return LayoutConfig(name=shown_name, layout=parsed, unit=unit, line=table.line, nodes=nodes)
 
 
 def _checked(table: Table, key: str, text: str, engine: Engine, line: int | None) -> Layout:

@@ -86,6 +86,10 @@ def _print_human(st) -> None:
     print(f"{st.host}/{st.service} [{st.engine}]  layout {st.active_layout or '-'}  {state}  health {health}")
     if unit is not None:
         print(f"  unit {unit.unit}, main pid {unit.main_pid or '-'}")
+    if st.death is not None:
+        print(f"  died: {st.death.words()}")
+        if st.death.finding.hint:
+            print(f"  what to do: {st.death.finding.hint}")
     gpus = st.gpus.gpus if st.gpus else ()
     if gpus:
         used = sum(g.used_mib or 0 for g in gpus)

@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 from console.config import DROP_IN, ENV_FILE, LayoutConfig, ServiceConfig
 from console.domain.models import GpuSnapshot, HealthSample, UnitState
 from console.domain.triage import xid_findings
+from console.ops.death import Death, last_death
 
 if TYPE_CHECKING:
     from console.hosts.base import Host
@@ -37,6 +38,8 @@ class ServiceStatus:
     error: str | None = None
     answered_by: str | None = None
     """Who answered the health probe, in words, when none of the service's units runs (health `foreign`)."""
+    death: Death | None = None
+    """How the last run ended, when nothing runs and its journal names a fatal cause (ops/death.py)."""
 
     @property
     def active_state(self) -> UnitState | None:
@@ -80,6 +83,7 @@ class ServiceStatus:
             "gpu_used_mib": sum(g.used_mib or 0 for g in gpus),
             "gpu_total_mib": sum(g.total_mib or 0 for g in gpus),
             "gpu_error": self.gpus.error if self.gpus else None,
+            "death": None if self.death is None else self.death.to_json(),
             "error": self.error,
             "taken_at": self.taken_at,
         }
@@ -215,6 +219,7 @@ async def service_status(
             snapshot = await host.gpus.sample()
         except Exception as exc:
             errors.append(f"gpus: {exc}")
+    death = await last_death(host, service, states) if unit is None else None
     return ServiceStatus(
         host=host.name,
         service=service.name,
@@ -227,6 +232,7 @@ async def service_status(
         taken_at=time.time(),
         error="; ".join(errors) or None,
         answered_by=answered_by,
+        death=death,
     )
 
 

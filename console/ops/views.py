@@ -42,6 +42,8 @@ class ServiceView:
     phase: Phase | None = None
     last_ready_layout: str | None = None
     error: str | None = None
+    death: str | None = None
+    """What ended the last run, in words, when nothing runs and the journal names it (ops/death.py)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,8 +132,10 @@ async def service_view(host: Host, service: ServiceConfig, *, fits: FitCache, au
         expected_mib=expected_used_mib(fit),
         health=status.health,
         health_answered_by=status.answered_by,
-        # another program answers the port of a service that is not running: the service has failed
-        phase=Phase.FAILED if status.health is not None and status.health.status == FOREIGN else None,
+        # the last run died, or another program answers the port of a service that is not running: failed
+        phase=Phase.FAILED if status.death is not None or (status.health is not None and status.health.status == FOREIGN)
+        else None,
+        death=None if status.death is None else f"{status.death.finding.cls.value}: {status.death.finding.summary}",
         last_ready_layout=last_ready,
         error=status.error,
     )
@@ -170,5 +174,6 @@ async def host_summary(host: Host, clock: Callable[[], float], *, audit: AuditLo
         gpus_busy=sum(1 for g in gpus if (g.used_mib or 0) > 1024) if gpus else None,
         gpu_count=len(gpus) or None,
         health=health,
-        failed=any(u.is_failed for u in units) and not any(u.is_running for u in units),
+        failed=(any(u.is_failed for u in units) and not any(u.is_running for u in units))
+        or any(st.death is not None for st in statuses),
     )

@@ -40,6 +40,7 @@ CLASS_STYLE = {
     FindingClass.DISK_FULL: ("error", "DISK FULL"),
     FindingClass.GPU_XID: ("error", "XID"),
     FindingClass.ENGINE_ERROR: ("error", "ERROR"),
+    FindingClass.ENGINE_DIED: ("error", "DIED"),
 }
 
 

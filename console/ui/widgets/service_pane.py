@@ -154,10 +154,14 @@ class ServicePane(NotifiesWorkerErrors, Widget):
         def label(text: str) -> None:
             out.append(f"{text:<8}", style=s("service--label"))
 
-        if st is not None and st.is_failed:
+        died_quietly = st is not None and not st.is_failed and view.death is not None
+        if st is not None and (st.is_failed or died_quietly):
             out.append(" FAILED ", style=s("service--banner"))
-            out.append(f" result {st.result or '-'}", style=s("service--bad"))
-            if st.exec_main_status is not None:
+            if died_quietly:  # vLLM exits 0 after its engine core dies: systemd says nothing failed
+                out.append(f" {shown(view.death or '')}", style=s("service--bad"))
+            else:
+                out.append(f" result {st.result or '-'}", style=s("service--bad"))
+            if st.exec_main_status is not None and not died_quietly:
                 out.append(f", status {st.exec_main_status}", style=s("service--bad"))
             out.append("\n")
             label("")

@@ -1,0 +1,92 @@
+"""How a service's last run ended, when nothing of it runs now: the engine's own death, read from the
+unit's journal.
+
+A unit's state alone can hide a death. vLLM's API server exits 0 after its engine core is killed, so
+systemd logs `Deactivated successfully` and the unit is `inactive`, as after a clean stop; only the
+journal says `MPClient: engine core exited unexpectedly`. The last run's journal is triaged as the switch
+triages a start (a stop that was asked for is never a death), and its decisive finding is the death.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from console.domain.models import Finding, UnitState
+from console.domain.triage import Triager
+
+if TYPE_CHECKING:
+    from console.config import ServiceConfig
+    from console.hosts.base import Host
+
+#: Journal lines read back for the last run: enough for a start's whole log and the traceback that ends it.
+DEATH_LINES = 2000
+_CACHE_SIZE = 256
+
+
+@dataclass(frozen=True, slots=True)
+class Death:
+    """The unit whose run ended last, and what ended it."""
+
+    unit: str
+    finding: Finding
+    unit_active: str
+    """The unit's ActiveState now: `failed`, or `inactive` when the engine exited 0 after dying."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "unit": self.unit,
+            "kind": self.finding.cls.value,
+            "summary": self.finding.summary,
+            "line": self.finding.line,
+            "at": self.finding.ts,
+            "hint": self.finding.hint,
+            "unit_active": self.unit_active,
+        }
+
+    def words(self) -> str:
+        how = "failed" if self.unit_active == "failed" else f"exited ({self.unit_active})"
+        return f"{self.unit} {how}: {self.finding.cls.value}: {self.finding.summary}"
+
+
+# (host, unit, since) -> the death of that run: a run that has ended does not change.
+_deaths: OrderedDict[tuple[str, str, float | None], Death | None] = OrderedDict()
+
+
+def last_ended(states: Sequence[UnitState]) -> UnitState | None:
+    """The unit whose run ended last, when none runs; None when one runs or none has run."""
+    if any(s.is_running for s in states):
+        return None
+    ended = [s for s in states if s.since or s.is_failed]
+    return max(ended, key=lambda s: (s.since or 0.0, s.is_failed), default=None)
+
+
+async def last_death(host: Host, service: ServiceConfig, states: Sequence[UnitState]) -> Death | None:
+    """The death of the service's last run, when nothing of it runs and its journal names a fatal cause.
+
+    A host whose journal cannot be read gives None: the unit's state still tells what it can.
+    """
+    state = last_ended(states)
+    if state is None:
+        return None
+    key = (host.name, state.unit, state.since)
+    if key in _deaths:
+        return _deaths[key]
+    triager = Triager(service.engine)
+    read = False
+    with contextlib.suppress(Exception):
+        async for entry in host.services.journal(state.unit, follow=False, lines=DEATH_LINES):
+            triager.feed(entry.message, entry.ts, entry.by_systemd)
+        read = True
+    if not read:
+        return None
+    triager.finish()
+    cause = triager.decisive()
+    death = Death(state.unit, cause, state.active) if cause is not None and cause.fatal else None
+    _deaths[key] = death
+    while len(_deaths) > _CACHE_SIZE:
+        _deaths.popitem(last=False)
+    return death

@@ -80,7 +80,7 @@ def fake_engine(monkeypatch, body: str) -> None:
 
     code = textwrap.dedent(body)
 
-    def command(cfg, spec, layout_args, ledger_dir):
+    def command(cfg, spec, layout_args, ledger_dir, unit_env=None):
         return [sys.executable, "-c", code, *layout_args]
 
     monkeypatch.setattr(sim_units, "engine_command", command)

@@ -97,6 +97,11 @@ class SimHostFiles:
         unit_env: dict[str, str] = {}
         if spec.layout is not None:
             layout_args = sim_units.layout_args_for(spec)
+            cluster = spec.service.cluster
+            if cluster is not None:  # EnvironmentFile=-NODE_FILE: optional, as the dash says
+                with contextlib.suppress(FileNotFoundError):
+                    text = self.host_path(cluster.node_env_file).read_text(errors="replace")
+                    unit_env = sim_units.parse_env_file(text)
         elif spec.service.mapping == ENV_FILE:
             assert spec.service.env_file is not None
             path = self.host_path(spec.service.env_file)

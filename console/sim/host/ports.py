@@ -47,10 +47,10 @@ def serving_urls(cfg: HostConfig, state_root: Path) -> HostConfig:
     return dataclasses.replace(cfg, services=tuple(services))
 
 
-def port_taken_by(service: ServiceConfig, own_groups: Collection[int]) -> str | None:
-    """Why the service's port cannot be bound, in words, when a program other than the host's own units
-    (process groups `own_groups`) listens on it; else None."""
-    port = service_port(service)
+def port_taken_by(service: ServiceConfig, own_groups: Collection[int], port: int | None = None) -> str | None:
+    """Why the unit's port (the service's by default) cannot be bound, in words, when a program other
+    than the host's own units (process groups `own_groups`) listens on it; else None."""
+    port = port or service_port(service)
     found = port_listener(port)
     if found is None:
         return None

@@ -112,8 +112,8 @@ class ProcessManager:
         async with self._unit_lock(unit):
             if (await self.state(unit)).is_running:
                 return  # as `systemctl start` on an active unit: nothing to do
-            await asyncio.to_thread(self._check_port_free, spec)
-            argv, env = self._command(spec)
+            argv, env, port = self._command(spec)
+            await asyncio.to_thread(self._check_port_free, spec, port)
             try:
                 await _to_the_end(self._spawn, spec, argv, env)
             except OSError as exc:  # an already full disk, a read-only state dir: one line
@@ -164,7 +164,7 @@ class ProcessManager:
     # -- beyond the protocol -----------------------------------------------------------------------------
 
     def known_units(self) -> list[str]:
-        return [u for s in self.cfg.services for u in s.all_units()]
+        return [u for s in (*self.cfg.services, *self.cfg.node_of) for u in s.all_units()]
 
     async def stop_all(self) -> None:
         """Stop every unit of this host that runs (the demo's clean exit)."""
@@ -185,18 +185,20 @@ class ProcessManager:
 
     # -- internals ---------------------------------------------------------------------------------------
 
-    def _command(self, spec: sim_units.UnitSpec) -> tuple[list[str], dict[str, str]]:
+    def _command(self, spec: sim_units.UnitSpec) -> tuple[list[str], dict[str, str], int]:
+        """The unit's argv, its environment, and the port its engine will listen on."""
         env = dict(os.environ)
         env["PYTHONUNBUFFERED"] = "1"
         layout_args, unit_env = self.files.layout_args(spec)
         env.update(unit_env)
-        return sim_units.engine_command(self.cfg, spec, layout_args, self.ledger_dir), env
+        argv = sim_units.engine_command(self.cfg, spec, layout_args, self.ledger_dir, unit_env=unit_env)
+        return argv, env, sim_units.unit_port(spec.service, unit_env)
 
-    def _check_port_free(self, spec: sim_units.UnitSpec) -> None:
+    def _check_port_free(self, spec: sim_units.UnitSpec, port: int) -> None:
         """Refuse, in one line, a start whose port another program holds (the engine would bind it and
         die, and a switch roll back onto the same taken port); an engine of this host may hold it."""
         groups = [(read_state(self.unit_dir(u, create=False)) or {}).get("pgid") for u in self.known_units()]
-        taken = port_taken_by(spec.service, {g for g in groups if isinstance(g, int)})
+        taken = port_taken_by(spec.service, {g for g in groups if isinstance(g, int)}, port)
         if taken is not None:
             raise HostError(self.cfg.name, f"{spec.unit}: {taken}")
 

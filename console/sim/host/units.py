@@ -20,6 +20,8 @@ from console.errors import HostError, UsageError
 from console.sim.engine_args import checked_time_scale
 
 TIME_SCALE_ENV = "SERVE_CONSOLE_SIM_TIME_SCALE"
+#: The variable a node's own flags come in (ops/switch/layout_files.py writes it).
+NODE_ARGS_VAR = "SERVE_CONSOLE_NODE_ARGS"
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,7 +37,7 @@ class UnitSpec:
 
 def find_unit(cfg: HostConfig, unit: str) -> UnitSpec | None:
     """The service and layout behind a unit name, or None if the host has no such unit."""
-    for service in cfg.services:
+    for service in (*cfg.services, *cfg.node_of):
         if service.mapping in (ENV_FILE, DROP_IN):
             if service.unit == unit:
                 return UnitSpec(unit, service, None, f"{service.name} (simulated {service.engine.value})")
@@ -142,6 +144,22 @@ def _unit_words(text: str) -> list[str]:
     return words
 
 
+def node_rank(unit_env: dict[str, str]) -> int:
+    """The node rank in the unit's SERVE_CONSOLE_NODE_ARGS (0: the head, or a service on one host)."""
+    words = unit_env.get(NODE_ARGS_VAR, "").split()
+    if "--node-rank" in words[:-1]:
+        value = words[words.index("--node-rank") + 1]
+        return int(value) if value.isdigit() else 0
+    return 0
+
+
+def unit_port(service: ServiceConfig, unit_env: dict[str, str]) -> int:
+    """The port a unit's engine listens on: the service's, plus the node rank on a worker node, since
+    every simulated host shares this machine's loopback (a real worker binds the same port on its own
+    host)."""
+    return service_port(service) + node_rank(unit_env)
+
+
 def service_port(service: ServiceConfig) -> int:
     """The port in the service's URL, else its engine's default (SGLang 30000, vLLM 8000)."""
     parts = urlsplit(service.url)
@@ -171,10 +189,13 @@ def time_scale(cfg: HostConfig) -> float:
     return sim_settings(cfg).time_scale
 
 
-def engine_command(cfg: HostConfig, spec: UnitSpec, layout_args: list[str], ledger_dir: Path) -> list[str]:
+def engine_command(
+    cfg: HostConfig, spec: UnitSpec, layout_args: list[str], ledger_dir: Path, unit_env: dict[str, str] | None = None
+) -> list[str]:
     """The simulated engine's argv for one unit: `console.sim.vllm serve MODEL ...` for a vLLM service,
     `console.sim.sglang --model-path MODEL ...` (with `--enable-metrics`, as a unit that wants /metrics
-    has) for SGLang."""
+    has) for SGLang; a node of a service over several hosts adds its SERVE_CONSOLE_NODE_ARGS."""
+    unit_env = unit_env or {}
     service = spec.service
     if service.model_config is None:
         raise HostError(
@@ -190,9 +211,10 @@ def engine_command(cfg: HostConfig, spec: UnitSpec, layout_args: list[str], ledg
         memory_flag = "--mem-fraction-static"
     if service.mem_fraction is not None and memory_flag not in layout_args:
         argv += [memory_flag, str(service.mem_fraction)]
+    argv += unit_env.get(NODE_ARGS_VAR, "").split()
     argv += [
         "--host", "127.0.0.1",
-        "--port", str(service_port(service)),
+        "--port", str(unit_port(service, unit_env)),
         "--gpu-count", str(sim.gpu_count),
         "--gpu-total-mib", str(sim.gpu_total_mib),
         "--gpu-name", sim.gpu_name,

@@ -22,6 +22,10 @@ class SimClock:
         if delay > 0:
             await asyncio.sleep(delay)
 
+    def now(self) -> float:
+        """Story seconds since the engine started."""
+        return (time.monotonic() - self._t0) / self.scale
+
     async def sleep(self, story_s: float) -> None:
         """Sleep for `story_s` story seconds."""
         if story_s > 0:

@@ -15,6 +15,8 @@ from pathlib import Path
 from console.domain.layout import Layout
 
 TIME_SCALE_ENV = "SERVE_CONSOLE_SIM_TIME_SCALE"
+#: The failure to inject when `--fail` is not given (a node's unit can carry it in its environment).
+FAIL_ENV = "SERVE_CONSOLE_SIM_FAIL"
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +59,17 @@ class EngineArgs:
     """vLLM's `--gpu-memory-utilization`: the share of each card weights, activations and KV may use."""
     kv_cache_memory_bytes: int | None = None
     """vLLM's `--kv-cache-memory-bytes`: the KV cache per worker, in place of what the utilization leaves."""
+    nnodes: int = 1
+    """Hosts the service spans (SGLang's and vLLM's `--nnodes`); each runs world/nnodes ranks."""
+    node_rank: int = 0
+    """This host's place (`--node-rank`); node 0 is the head, which serves the API."""
+    dist_init_addr: str | None = None
+    """Node 0's rendezvous `HOST:PORT` (SGLang's `--dist-init-addr`; vLLM's `--master-addr:--master-port`)."""
+    headless: bool = False
+    """vLLM's `--headless`: this node runs only workers, no API server and no engine core."""
+    watchdog_timeout_s: float = 300.0
+    """How long a running batch may make no progress before the engine gives up (SGLang's
+    `--watchdog-timeout`; vLLM's VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS), in story seconds."""
 
 
 def resolve_config_path(model_path: str) -> Path:
@@ -130,3 +143,15 @@ def time_scale_from(flag_value: float) -> float:
     if raw not in (None, ""):
         return checked_time_scale(raw, f"{TIME_SCALE_ENV}={raw}")
     return checked_time_scale(flag_value, f"--time-scale {flag_value}")
+
+
+def failure_from(flag_value: str | None, choices: Sequence[str]) -> str | None:
+    """The failure to inject: `--fail`, else $SERVE_CONSOLE_SIM_FAIL; either must be one of `choices`.
+
+    Raises:
+        ValueError: one line naming the unknown failure and the known ones.
+    """
+    value = flag_value or os.environ.get(FAIL_ENV) or None
+    if value is not None and value not in choices:
+        raise ValueError(f"{FAIL_ENV}={value}: expected one of {', '.join(choices)}")
+    return value

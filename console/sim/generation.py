@@ -13,7 +13,7 @@ import asyncio
 import math
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 from console.domain.layout import Layout
 from console.sim.metrics import Metrics
@@ -92,9 +92,12 @@ class Generator:
     """Runs requests at the layout's pace and writes SGLang's batch log lines."""
 
     def __init__(self, layout: Layout, metrics: Metrics, max_total_tokens: int, on_load: Callable[[int], None],
-                 batch_log: Callable[[str], None] | None = None) -> None:
+                 batch_log: Callable[[str], None] | None = None,
+                 step_gate: Callable[[], Awaitable[None]] | None = None) -> None:
         self.layout = layout
         self.batch_log = batch_log  # SGLang logs its batches; vLLM logs its own stats instead (None)
+        self.step_gate = step_gate
+        """Awaited before each forward step: over several hosts a step waits for every node's ranks."""
         self.metrics = metrics
         self.max_total_tokens = max(max_total_tokens, 1)
         self.on_load = on_load
@@ -125,6 +128,8 @@ class Generator:
             for i in range(max_tokens):
                 if i:
                     due += 1.0 / per_request_rate(self.layout, self.running)
+                if self.step_gate is not None:
+                    await self.step_gate()
                 now = await _sleep_until(due)
                 due = max(due, now - MAX_LAG_S)  # after a long stall, resume the pace instead of bursting
                 if first_at is None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import signal
 from dataclasses import dataclass
 from typing import Protocol
@@ -20,12 +21,14 @@ from console.domain.layout import Layout
 from console.domain.models import Engine
 from console.domain.units import MIB
 from console.sim.clock import SimClock
+from console.sim.cluster import FAIL_OOM_KILL, ClusterNode, node_ranks
 from console.sim.engine_args import EngineArgs, cuda_devices
 from console.sim.ledger import ProcLedger, read_inventory, read_processes
 from console.sim.loading import OomEvent, cuda_oom_message, layout_rng, make_memories
 from console.sim.logfmt import Rank, build_ranks
 
 SHARD_BYTES = 9.3e9  # Kimi K2.x ships 64 shards of ~9.3 GB
+RANK_PID_OFFSET = 37  # the launcher's tokenizer and helper processes come first
 
 
 class EngineExit(Exception):
@@ -70,10 +73,32 @@ class StartupBase:
         self.memories = make_memories(physical, self.layout, self.capacity_bytes, self.others_bytes())
         self.util = {m.gpu: 0 for m in self.memories}
         self.t = 0.0
+        self.cluster = ClusterNode(args, self.world_ranks(), self.ranks, self.rank_pids(), physical)
+
+    def oom_kill_victim(self) -> int | None:
+        """With `--fail oom_kill`: which local rank the kernel's OOM killer takes while weights load (the last)."""
+        return len(self.ranks) - 1 if self.args.fail == FAIL_OOM_KILL and self.ranks else None
+
+    def kill_rank(self, i: int) -> None:
+        """Local rank i's process is SIGKILLed: it says nothing, its GPU memory is freed, its peers lose it."""
+        mem = self.memories[i]
+        mem.context_bytes = mem.nccl_bytes = mem.allocated_bytes = mem.reserved_unallocated_bytes = 0
+        self.util[mem.gpu] = 0
+        self.cluster.link.rank_died(self.ranks[i].index)
+        self.sync_ledger()
+
+    def rank_pids(self) -> list[int]:
+        """Each local rank's process id (the simulated rank processes are spawned after this one, in order)."""
+        return [os.getpid() + RANK_PID_OFFSET + i for i in range(len(self.ranks))]
+
+    def world_ranks(self) -> list[Rank]:
+        """Every rank of the service, on every node, in global-rank order (each engine names them its own way)."""
+        return build_ranks(self.layout)
 
     def make_ranks(self) -> list[Rank]:
-        """The engine's GPU processes, in GPU order (each engine names them its own way)."""
-        return build_ranks(self.layout, self.args.base_gpu_id, self.args.gpu_id_step)
+        """This node's GPU processes, in GPU order: all of them on one host, a block of them per node."""
+        return node_ranks(self.world_ranks(), self.args.nnodes, self.args.node_rank, self.args.base_gpu_id,
+                          self.args.gpu_id_step)
 
     def others_bytes(self) -> dict[int, int]:
         """Bytes other live processes hold per GPU (an old engine still exiting, an orphan)."""
@@ -103,6 +128,10 @@ class StartupBase:
     async def at(self, story_s: float) -> None:
         self.t = story_s
         await self.clock.until(story_s)
+
+    def catch_up(self) -> None:
+        """After waiting on other nodes, the story goes on from now, not from where it stopped."""
+        self.t = max(self.t, self.clock.now())
 
     def text_config(self) -> dict:
         """The language model's own config (a multimodal config nests it under `text_config`)."""
@@ -140,6 +169,8 @@ class SimServer:
         self.clock = SimClock(args.time_scale)
         self.ledger = ProcLedger(args.ledger_dir, name=self.process_name)
         self.http: Stoppable | None = None
+        self.cluster: ClusterNode | None = None
+        """This node's part in a service over several hosts, once its start-up has made it."""
         self.stop_requested = asyncio.Event()
 
     async def run(self) -> int:
@@ -167,6 +198,8 @@ class SimServer:
             stopper.cancel()
             if self.http is not None:
                 await self.http.stop()
+            if self.cluster is not None:
+                await self.cluster.close()
             self.ledger.remove()
 
     async def story(self) -> None:

@@ -13,16 +13,19 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from console.domain.layout import Layout
+from console.sim.cluster import FAIL_OOM_KILL, FAIL_RENDEZVOUS, split_host_port
 from console.sim.engine_args import (
+    FAIL_ENV,
     TIME_SCALE_ENV,
     EngineArgs,
     default_served_name,
+    failure_from,
     resolve_config_path,
     time_scale_from,
     visible_devices,
 )
 
-FAILURES = ("nccl", "port", "kv", "cuda_graph")
+FAILURES = ("nccl", "port", "kv", "cuda_graph", FAIL_RENDEZVOUS, FAIL_OOM_KILL)
 DEFAULT_PORT = 30000
 
 
@@ -32,7 +35,7 @@ _NO_EFFECT_SWITCHES = ("--trust-remote-code", "--disable-cuda-graph", "--enable-
                        "--skip-server-warmup", "--enable-ep-moe")
 _NO_EFFECT_OPTIONS = ("--tokenizer-path", "--log-level", "--log-level-http", "--attention-backend",
                       "--kv-cache-dtype", "--quantization", "--tool-call-parser", "--reasoning-parser",
-                      "--moe-a2a-backend", "--dist-init-addr", "--nnodes", "--node-rank", "--chat-template",
+                      "--moe-a2a-backend", "--chat-template",
                       "--dtype", "--load-format")
 
 
@@ -58,6 +61,11 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-running-requests", type=int, default=None)
     p.add_argument("--context-length", type=int, default=None)
     p.add_argument("--dist-timeout", type=int, default=None)
+    p.add_argument("--nnodes", type=int, default=1)
+    p.add_argument("--node-rank", type=int, default=0)
+    p.add_argument("--dist-init-addr", default=None, help="node 0's rendezvous HOST:PORT")
+    # An int default prints as SGLang's own (300); a value given is a float (300.0), as in SGLang.
+    p.add_argument("--watchdog-timeout", type=float, default=300)
     p.add_argument("--random-seed", type=int, default=None)
     p.add_argument("--base-gpu-id", type=int, default=0)
     p.add_argument("--gpu-id-step", type=int, default=1)
@@ -78,7 +86,8 @@ def _build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--ledger-dir", default=None,
                      help="GPU ledger directory (default $SERVE_CONSOLE_SIM_LEDGER or "
                           "/var/lib/serve-console-sim/ledger)")
-    sim.add_argument("--fail", choices=FAILURES, default=None, help="inject a real failure")
+    sim.add_argument("--fail", choices=FAILURES, default=None,
+                     help=f"inject a real failure (default ${FAIL_ENV})")
     return p
 
 
@@ -92,8 +101,10 @@ def parse_engine_args(argv: Sequence[str] | None = None) -> EngineArgs:
         parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     try:
         scale = time_scale_from(ns.time_scale)
+        fail = failure_from(ns.fail, FAILURES)
     except ValueError as exc:
         parser.error(str(exc))
+    _check_nodes(parser, ns)
     if ns.ledger_dir:
         ledger_dir = Path(ns.ledger_dir)
     else:
@@ -107,7 +118,8 @@ def parse_engine_args(argv: Sequence[str] | None = None) -> EngineArgs:
     passthrough = tuple(
         (dest, getattr(ns, dest))
         for dest in (flag[2:].replace("-", "_") for flag in _NO_EFFECT_SWITCHES + _NO_EFFECT_OPTIONS)
-    ) + (("log_requests", ns.log_requests), ("log_requests_level", ns.log_requests_level))  # server.py reads these
+    ) + (("log_requests", ns.log_requests), ("log_requests_level", ns.log_requests_level),  # server.py reads these
+         ("watchdog_timeout", ns.watchdog_timeout))
     return EngineArgs(
         model_path=ns.model_path,
         config_path=resolve_config_path(ns.model_path),
@@ -128,10 +140,27 @@ def parse_engine_args(argv: Sequence[str] | None = None) -> EngineArgs:
         gpu_name=ns.gpu_name,
         time_scale=scale,
         ledger_dir=ledger_dir,
-        fail=ns.fail,
+        fail=fail,
         base_gpu_id=ns.base_gpu_id,
         gpu_id_step=max(ns.gpu_id_step, 1),
         visible_devices=visible_devices(os.environ.get("CUDA_VISIBLE_DEVICES")),
         passthrough=passthrough,
         ignored=tuple(arg.split("=", 1)[0] for arg in unknown if arg.startswith("--")),
+        nnodes=ns.nnodes,
+        node_rank=ns.node_rank,
+        dist_init_addr=ns.dist_init_addr,
+        watchdog_timeout_s=float(ns.watchdog_timeout),
     )
+
+
+def _check_nodes(parser: argparse.ArgumentParser, ns: argparse.Namespace) -> None:
+    """The multi-node flags make sense together (SGLang would hang or fail later on what this refuses)."""
+    if ns.nnodes < 1 or not 0 <= ns.node_rank < ns.nnodes:
+        parser.error(f"--node-rank {ns.node_rank} is not a node of --nnodes {ns.nnodes}")
+    if ns.nnodes > 1:
+        if not ns.dist_init_addr:
+            parser.error("--dist-init-addr HOST:PORT (node 0's address) is needed with --nnodes > 1")
+        try:
+            split_host_port(ns.dist_init_addr)
+        except ValueError as exc:
+            parser.error(f"--dist-init-addr: {exc}")

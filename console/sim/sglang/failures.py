@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 
+from console.sim.cluster import collective_timeout_lines
 from console.sim.logfmt import SITE
 
 SIGQUIT_LINE = "Received sigquit from a child process. It usually means the child failed."
@@ -157,20 +158,31 @@ def invalid_device_lines(rank_prefix: str) -> list[str]:
     )
 
 
+def rendezvous_lines(rank_prefix: str, torch_frames: list[str], message: str) -> list[str]:
+    """A scheduler whose init_process_group gave up on the rendezvous (`message`: torch's error)."""
+    return _scheduler_exception(
+        rank_prefix,
+        [
+            (_MODEL_RUNNER, 316, "initialize", "min_per_gpu_memory = self.init_torch_distributed()", None),
+            (_MODEL_RUNNER, 679, "init_torch_distributed", "init_distributed_environment(", None),
+            (f"{SITE}/sglang/srt/distributed/parallel_state.py", 1457, "init_distributed_environment",
+             "torch.distributed.init_process_group(", None),
+        ],
+        *torch_frames,
+        message,
+    )
+
+
+def watchdog_lines(rank_prefix: str, watchdog_timeout: object) -> list[str]:
+    """A scheduler's watchdog once its running batch made no progress for --watchdog-timeout seconds
+    (scheduler.py, watchdog_thread: it then signals the launcher with SIGQUIT)."""
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+    return [f"[{stamp}{rank_prefix}] Watchdog timeout (self.watchdog_timeout={watchdog_timeout!r})"]
+
+
 def nccl_watchdog_lines(rank: int, *, timeout_ms: int, ran_ms: int, seq: int = 1) -> list[str]:
     """What c10d's watchdog writes when a collective never completes on `rank`."""
-    now = time.time()
-    stamp = time.strftime("%m%d %H:%M:%S", time.localtime(now)) + f".{int(now % 1 * 1e6):06d}"
-    work = (f"WorkNCCL(SeqNum={seq}, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)={timeout_ms}) "
-            f"ran for {ran_ms} milliseconds before timing out.")
-    return [
-        f"[rank{rank}]:[E{stamp} 1 ProcessGroupNCCL.cpp:632] [Rank {rank}] Watchdog caught collective "
-        f"operation timeout: {work}",
-        f"[rank{rank}]:[E{stamp} 1 ProcessGroupNCCL.cpp:2271] [PG ID 0 PG GUID 0(default_pg) Rank {rank}] "
-        f"Process group watchdog thread terminated with exception: [Rank {rank}] Watchdog caught "
-        f"collective operation timeout: {work}",
-        "terminate called after throwing an instance of 'c10::DistBackendError'",
-    ]
+    return collective_timeout_lines(rank, timeout_ms=timeout_ms, ran_ms=ran_ms, seq=seq)
 
 
 def port_in_use_line(host: str, port: int) -> str:

@@ -32,6 +32,7 @@ from console.sim.sglang.args import parse_engine_args
 from console.sim.sglang.logfmt import EngineLog
 from console.sim.sglang.request_log import SglangHttp
 from console.sim.sglang.startup import SglangStartup
+from console.sim.sglang.worker_node import batch_logging_ranks, serve_as_worker_node
 
 PROCESS_NAME = "sglang::scheduler"
 WARMUP_PROMPT = "The capital city of France is"
@@ -39,7 +40,12 @@ WARMUP_PROMPT = "The capital city of France is"
 
 def _layout_problem(args: EngineArgs, spec: ModelSpec) -> str | None:
     # Too few GPUs is not checked here: like SGLang, the engine finds out in set_device.
-    return check_layout(args.layout, Engine.SGLANG, num_experts=spec.num_experts or None)
+    layout = args.layout
+    if (layout.tp * layout.pp) % args.nnodes:  # server_args.py, check_server_args
+        return "tp_size must be divisible by number of nodes"
+    if layout.dp > 1 and args.nnodes > 1 and not layout.dp_attention:
+        return "multi-node data parallel is not supported unless dp attention!"
+    return check_layout(layout, Engine.SGLANG, num_experts=spec.num_experts or None)
 
 
 class SglangServer(SimServer):
@@ -52,8 +58,8 @@ class SglangServer(SimServer):
         self.log = EngineLog()
 
     async def shutdown(self) -> None:
-        """uvicorn's shutdown lines, when the server was up."""
-        if self.http is None:
+        """uvicorn's shutdown lines, when the server was up (a worker node's runs at log level warning)."""
+        if self.http is None or self.args.node_rank > 0:
             return
         self.log.uvicorn("INFO", "Shutting down")
         self.log.uvicorn("INFO", "Waiting for application shutdown.")
@@ -63,11 +69,23 @@ class SglangServer(SimServer):
     async def story(self) -> None:
         """Start-up, HTTP, warm-up, then serve until cancelled; raises EngineExit on a failure."""
         startup = SglangStartup(self.args, self.spec, self.config, self.log, self.ledger, self.clock)
+        cluster = self.cluster = startup.cluster
         report = await startup.run()
+        if not cluster.place.is_head:
+            self.http = await serve_as_worker_node(self.log, cluster, startup.ranks, self.args.layout,
+                                                   host=self.args.host, port=self.args.port,
+                                                   enable_metrics=self.args.enable_metrics)
+            await asyncio.Event().wait()  # the launcher waits on its schedulers
         metrics = Metrics()
-        rank0 = startup.ranks[0]
+        loggers = batch_logging_ranks(startup.ranks, self.args.layout)
+
+        def batch_log(message: str) -> None:
+            for rank in loggers:
+                self.log.log(message, rank)
+            cluster.link.relay(message)
+
         generator = Generator(self.args.layout, metrics, report.max_total_num_tokens, startup.on_load,
-                              batch_log=lambda message: self.log.log(message, rank0))
+                              batch_log=batch_log, step_gate=cluster.link.step if cluster.spans_hosts else None)
         options = dict(self.args.passthrough)
         http = SglangHttp(served_name=self.args.served_model_name, model_path=self.args.model_path,
                           context_len=report.context_len, generator=generator, metrics=metrics, log=self.log,
@@ -94,7 +112,29 @@ class SglangServer(SimServer):
         await self.warm_up(startup)
         http.ready = True
         self.log.log("The server is fired up and ready to roll!")
-        await asyncio.Event().wait()  # serve until stopped
+        # Serve until stopped, or until a batch waits on a lost node past the first of the timeouts.
+        watchdog_s = min(self.args.watchdog_timeout_s, cluster.timeout_s)
+        await cluster.watch_stall(lambda: generator.running > 0, watchdog_s)
+        await self.watchdog_fires(startup)
+
+    async def watchdog_fires(self, startup: SglangStartup) -> None:
+        """The head's schedulers give up on a batch that made no progress: SGLang's watchdog (300 s), or
+        c10d's NCCL watchdog when the process group's timeout is the shorter; then the launcher goes."""
+        cluster, args = startup.cluster, self.args
+        if cluster.timeout_s < args.watchdog_timeout_s:
+            timeout_ms = int(cluster.timeout_s * 1000)
+            for rank in startup.ranks:
+                for line in failures.nccl_watchdog_lines(rank.index, timeout_ms=timeout_ms,
+                                                         ran_ms=timeout_ms + startup.rng.randint(5, 95)):
+                    self.log.raw(line)
+        else:
+            configured = dict(args.passthrough).get("watchdog_timeout", 300)
+            for rank in startup.ranks:
+                for line in failures.watchdog_lines(rank.prefix, configured):
+                    self.log.raw(line)
+            await self.clock.sleep(5.0)  # "Wait for some time so that the parent process can print the error."
+        self.log.log(failures.SIGQUIT_LINE)
+        raise EngineExit(1)
 
     async def warm_up(self, startup: SglangStartup) -> None:
         """SGLang's warm-up thread: poll /get_model_info, then one short /generate, over real HTTP."""

@@ -7,6 +7,7 @@ engine module does those). TP4 EP2 needs ~142 GiB per GPU and overflows about 15
 
 from __future__ import annotations
 
+import asyncio
 import math
 
 from console.domain.fit import (
@@ -19,6 +20,7 @@ from console.domain.fit import (
 from console.domain.models import Engine
 from console.domain.units import GIB
 from console.sim.clock import SimClock
+from console.sim.cluster import RENDEZVOUS_FRAMES, RendezvousPortTaken, RendezvousTimeout
 from console.sim.engine_args import EngineArgs
 from console.sim.ledger import ProcLedger
 from console.sim.loading import (
@@ -75,6 +77,8 @@ class SglangStartup(StartupBase):
             f"available_gpu_mem={self.memories[0].avail_gb():.2f} GB",
             self.ranks[0],
         )
+        await self.cluster.barrier("ready")  # node 0 serves only once every node's ranks are ready
+        self.catch_up()
         return StartupReport(tokens, max_running, context_len)
 
     def mem_fraction(self) -> float:
@@ -99,6 +103,12 @@ class SglangStartup(StartupBase):
                     lines += failures.nccl_watchdog_lines(
                         rank.index, timeout_ms=timeout_ms, ran_ms=timeout_ms + self.rng.randint(5, 95))
             raise self.fail(lines)
+        try:
+            await self.cluster.join()
+        except (RendezvousTimeout, RendezvousPortTaken) as exc:
+            raise self.fail(failures.rendezvous_lines(self.ranks[0].prefix, RENDEZVOUS_FRAMES,
+                                                      self.cluster.rendezvous_error(exc))) from None
+        self.catch_up()
         await self.at(self.t + 2.2 + self.rng.uniform(0, 0.4))
         nccl_rng = layout_rng(self.layout, "nccl")
         for rank, mem in zip(self.ranks, self.memories, strict=True):
@@ -125,10 +135,15 @@ class SglangStartup(StartupBase):
         begin = self.t
         tick = max(0.1, 0.01 / self.args.time_scale)  # ~100 ms of story time, at least 10 ms real
         shown, ended, load_s = 0, set(), 0.0
+        victim = self.oom_kill_victim()
         while len(ended) < len(loaders):
             load_s += tick
             await self.at(begin + load_s)
-            events = [ev for ld in loaders if (ev := ld.advance(load_s)) is not None]
+            if victim is not None and victim not in ended and load_s >= loaders[victim].finish_s / 2:
+                self.kill_rank(victim)
+                ended.add(victim)
+            live = [ld for i, ld in enumerate(loaders) if i != victim or victim not in ended]
+            events = [ev for ld in live if (ev := ld.advance(load_s)) is not None]
             self.sync_ledger()
             if events:
                 raise self.fail(self.oom_lines(min(events, key=lambda e: (e.at_s, e.rank.index))))
@@ -146,6 +161,9 @@ class SglangStartup(StartupBase):
                         " GB.", ld.rank)
         self.set_util(0, 3)
         self.sync_ledger()
+        if victim is not None:
+            # PR #20287: the others wait in the next collective and the launcher on its pipes, for ever.
+            await asyncio.Event().wait()
 
     def oom_lines(self, event: OomEvent) -> list[str]:
         return failures.cuda_oom_lines(rank_prefix=event.rank.prefix, message=self.oom_message(event),
@@ -160,9 +178,13 @@ class SglangStartup(StartupBase):
         for rank in self.ranks:
             where = placement(self.spec, self.layout, SGLANG, rank.index)
             cells.append(kv_bytes_per_token(self.spec, where.end_layer - where.first_layer, where.attn_tp))
-        # Every rank sizes its pool from the smallest free memory of the group (SGLang takes the min).
-        rest = min(m.free_bytes for m in self.memories) - self.capacity_bytes * (1 - fraction)
+        # Every rank sizes its pool from the smallest free memory of the group, over every node (SGLang
+        # all-reduces the minimum), and the pool's tokens are the smallest any rank can hold.
+        free = await self.cluster.allreduce_min("min_free_bytes", min(m.free_bytes for m in self.memories))
+        rest = free - self.capacity_bytes * (1 - fraction)
         tokens = min(int(rest // cell) for cell in cells) if rest > 0 else 0
+        tokens = int(await self.cluster.allreduce_min("max_total_num_tokens", tokens))
+        self.catch_up()
         if tokens <= 0:
             raise self.fail(failures.kv_too_small_lines(self.ranks[0].prefix))
         self.set_util(4, 9)

@@ -15,16 +15,21 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from console.domain.layout import Layout
+from console.sim.cluster import FAIL_OOM_KILL, FAIL_RENDEZVOUS
 from console.sim.engine_args import (
+    FAIL_ENV,
     EngineArgs,
     default_served_name,
+    failure_from,
     resolve_config_path,
     time_scale_from,
     visible_devices,
 )
 
 VLLM_DEFAULT_PORT = 8000
-VLLM_FAILURES = ("port", "kv", "engine_dead")
+VLLM_FAILURES = ("port", "kv", "engine_dead", FAIL_RENDEZVOUS, FAIL_OOM_KILL)
+#: vLLM's timeout for one execute_model or sample_tokens call on the workers (envs.py, default 300 s).
+EXECUTE_MODEL_TIMEOUT_ENV = "VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS"
 VLLM_VERSION = "0.32.0"
 
 # vLLM flags accepted for fidelity that change nothing in the simulation.
@@ -93,6 +98,12 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--kv-cache-memory-bytes", type=human_readable_int, default=None)
     p.add_argument("--host", default=None)
     p.add_argument("--port", type=int, default=VLLM_DEFAULT_PORT)
+    p.add_argument("--nnodes", type=int, default=1)
+    p.add_argument("--node-rank", type=int, default=0)
+    p.add_argument("--master-addr", default="127.0.0.1")
+    p.add_argument("--master-port", type=int, default=29501)
+    p.add_argument("--headless", action="store_true", help="run only workers: no API server, no engine core")
+    p.add_argument("--distributed-timeout-seconds", type=int, default=None)
     for flag in _NO_EFFECT_SWITCHES:
         p.add_argument(flag, action="store_true")
     for flag in _NO_EFFECT_OPTIONS:
@@ -118,7 +129,8 @@ def _build_parser() -> argparse.ArgumentParser:
         default=None,
         help="GPU ledger directory (default $SERVE_CONSOLE_SIM_LEDGER or /var/lib/serve-console-sim/ledger)",
     )
-    sim.add_argument("--fail", choices=VLLM_FAILURES, default=None, help="inject a real failure")
+    sim.add_argument("--fail", choices=VLLM_FAILURES, default=None,
+                     help=f"inject a real failure (default ${FAIL_ENV})")
     return p
 
 
@@ -156,8 +168,12 @@ def parse_vllm_args(argv: Sequence[str] | None = None) -> tuple[EngineArgs, dict
         parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     try:
         scale = time_scale_from(ns.time_scale)
+        fail = failure_from(ns.fail, VLLM_FAILURES)
+        watchdog_s = float(os.environ.get(EXECUTE_MODEL_TIMEOUT_ENV) or 300)
     except ValueError as exc:
         parser.error(str(exc))
+    if ns.nnodes < 1 or not 0 <= ns.node_rank < ns.nnodes:
+        parser.error(f"--node-rank {ns.node_rank} is not a node of --nnodes {ns.nnodes}")
     if not 0 < ns.gpu_memory_utilization <= 1:
         parser.error("--gpu-memory-utilization must be in (0, 1]")
     if ns.ledger_dir:
@@ -187,19 +203,24 @@ def parse_vllm_args(argv: Sequence[str] | None = None) -> tuple[EngineArgs, dict
         cuda_graph_max_bs=512,
         max_running_requests=None,
         context_length=ns.max_model_len,
-        dist_timeout_s=None,
+        dist_timeout_s=ns.distributed_timeout_seconds,
         random_seed=0,
         gpu_count=ns.gpu_count,
         gpu_total_mib=ns.gpu_total_mib,
         gpu_name=ns.gpu_name,
         time_scale=scale,
         ledger_dir=ledger_dir,
-        fail=ns.fail,
+        fail=fail,
         visible_devices=visible_devices(os.environ.get("CUDA_VISIBLE_DEVICES")),
         passthrough=passthrough,
         ignored=tuple(arg.split("=", 1)[0] for arg in unknown if arg.startswith("-")),
         engine="vllm",
         gpu_memory_utilization=ns.gpu_memory_utilization,
         kv_cache_memory_bytes=ns.kv_cache_memory_bytes,
+        nnodes=ns.nnodes,
+        node_rank=ns.node_rank,
+        dist_init_addr=f"{ns.master_addr}:{ns.master_port}",
+        headless=ns.headless,
+        watchdog_timeout_s=watchdog_s,
     )
     return args, non_default_args(ns)

@@ -102,10 +102,9 @@ def kv_below_max_len(
     engine_core_failed(log, core, [message], KV_FRAMES)
 
 
-def memory_in_use(
-    log: VllmLog, core: Proc, worker: Proc, free_gib: float, total_gib: float, utilization: float
-) -> None:
-    """Free memory at start-up is below what --gpu-memory-utilization asks for (another process holds it)."""
+def memory_in_use(log: VllmLog, worker: Proc, free_gib: float, total_gib: float, utilization: float) -> None:
+    """Free memory at start-up is below what --gpu-memory-utilization asks for (another process holds it): the
+    worker's failure (the engine core's `workers_failed` follows)."""
     message = (
         f"ValueError: Free memory on device ({free_gib:.2f}/{total_gib:.2f} GiB) on startup is less "
         f"than desired GPU memory utilization ({utilization}, {utilization * total_gib:.2f} GiB). "
@@ -123,7 +122,6 @@ def memory_in_use(
             message,
         ],
     )
-    workers_failed(log, core)
 
 
 def api_server_exit(log: VllmLog) -> None:

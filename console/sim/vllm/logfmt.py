@@ -94,12 +94,13 @@ class VllmLog:
         except (BrokenPipeError, ValueError):
             pass  # nobody reads our output any more; keep running like a daemon would
 
-    def line(self, proc: Proc, level: str, source: str, message: str) -> None:
-        """A logger line: `(APIServer pid=1) INFO 05-26 00:05:01 [api_utils.py:286] message`."""
+    def line(self, proc: Proc | None, level: str, source: str, message: str) -> None:
+        """A logger line: `(APIServer pid=1) INFO 05-26 00:05:01 [api_utils.py:286] message` (no prefix for
+        a process that never names itself, as `vllm serve --headless`'s own)."""
         stamp = time.strftime("%m-%d %H:%M:%S")
         self.raw(proc, f"{level} {stamp} [{source}] {message}")
 
-    def info(self, proc: Proc, source: str, message: str) -> None:
+    def info(self, proc: Proc | None, source: str, message: str) -> None:
         self.line(proc, "INFO", source, message)
 
     def uvicorn(self, level: str, message: str) -> None:

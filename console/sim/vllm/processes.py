@@ -7,6 +7,10 @@ before any weight is allocated: a CUDA device that does not exist and a GPU whos
 what `--gpu-memory-utilization` asks for. The seam: everything here decides which processes exist and
 whether they may start; `startup` tells what then fills the GPUs (model build, checkpoint, KV cache,
 CUDA graphs).
+
+Over several hosts (`--nnodes`), node 0 runs all of that for its block of ranks, and the workers of
+every node meet in one process group at tcp://--master-addr:--master-port; a `--headless` node runs its
+workers only, and its failures end in its own process's traceback instead of an engine core's.
 """
 
 from __future__ import annotations
@@ -14,12 +18,14 @@ from __future__ import annotations
 from console.domain.fit import ModelSpec
 from console.domain.units import GIB
 from console.sim.clock import SimClock
+from console.sim.cluster import RENDEZVOUS_FRAMES, RendezvousPortTaken, RendezvousTimeout, split_host_port
 from console.sim.engine_args import EngineArgs
 from console.sim.ledger import ProcLedger
 from console.sim.loading import layout_rng, nccl_buffer_bytes
 from console.sim.logfmt import Rank
 from console.sim.process import EngineExit, StartupBase
 from console.sim.vllm import failures as fail
+from console.sim.vllm import multinode
 from console.sim.vllm.args import VLLM_VERSION
 from console.sim.vllm.logfmt import Proc, VllmLog, build_vllm_ranks, core_name
 
@@ -40,16 +46,21 @@ class VllmProcesses(StartupBase):
         clock: SimClock,
         non_default: dict[str, object],
     ) -> None:
+        self.vlog = log  # before the base class asks for the workers' pids
         super().__init__(args, spec, config, ledger, clock)
-        self.vlog = log
         self.non_default = non_default
         replicas = max(self.layout.dp, 1)
+        # A headless node runs no engine core; these are only named for the failures' signature.
         self.cores = [log.proc(core_name(d, replicas), CORE_PID_OFFSET + 7 * d) for d in range(replicas)]
-        # Each worker is `Worker` until its distributed group is up; `worker_in_group` names it after.
-        self.workers = [log.proc("Worker", WORKER_PID_OFFSET + r.index) for r in self.ranks]
+        # Each worker is `Worker` until its distributed group is up; `assign_ranks` names it after.
+        self.workers = [Proc("Worker", pid) for pid in self.rank_pids()]
+        self.master_addr, self.master_port = split_host_port(args.dist_init_addr or "127.0.0.1:29501")
 
-    def make_ranks(self) -> list[Rank]:
+    def world_ranks(self) -> list[Rank]:
         return build_vllm_ranks(self.layout)
+
+    def rank_pids(self) -> list[int]:
+        return [self.vlog.api.pid + WORKER_PID_OFFSET + i for i in range(len(self.ranks))]
 
     @property
     def max_model_len(self) -> int:
@@ -63,17 +74,29 @@ class VllmProcesses(StartupBase):
         return self.cores[rank.dp_rank or 0]
 
     def _die(self) -> EngineExit:
-        """The API server's last words once an engine core is gone; the caller raises the result."""
-        fail.api_server_exit(self.vlog)
+        """This node's last words once its start failed; the caller raises the result."""
+        if self.args.headless:
+            multinode.headless_workers_failed(self.vlog)
+        else:
+            fail.api_server_exit(self.vlog)
         return EngineExit(1)
+
+    def _workers_failed(self, rank: Rank) -> EngineExit:
+        """A worker failed to start: the engine core's view (none on a headless node), then the node's end."""
+        if not self.args.headless:
+            fail.workers_failed(self.vlog, self._core_of(rank))
+        return self._die()
 
     async def init_engine(self) -> None:
         log, layout = self.vlog, self.layout
         quant = {"none": None, "int": "compressed-tensors"}.get(
             self.spec.quant.method, self.spec.quant.method
         )
-        world = len(self.ranks) // max(layout.dp, 1)
-        for core in self.cores:
+        world = layout.tp * layout.pp
+        local_world = len(self.ranks) // max(layout.dp, 1)
+        if self.args.headless:
+            multinode.headless_launched(log, self.master_addr, self.master_port)
+        for core in [] if self.args.headless else self.cores:
             log.info(
                 core,
                 "core.py:133",
@@ -84,14 +107,16 @@ class VllmProcesses(StartupBase):
                 f"pipeline_parallel_size={layout.pp}, data_parallel_size={layout.dp}, "
                 f"quantization={quant}, enforce_eager=False, seed=0",
             )
-            log.info(
-                core,
-                "multiproc_executor.py:153",
-                "DP group leader: node_rank=0, node_rank_within_dp=0, master_addr=127.0.0.1, "
-                f"mq_connect_ip=127.0.0.1 (local), world_size={world}, local_world_size={world}",
-            )
+            if self.args.node_rank == 0:  # only the leader node of the DP group says so
+                node, ip = self.args.node_rank, self.cluster.link.seat.ip or "127.0.0.1"
+                log.info(
+                    core,
+                    "multiproc_executor.py:153",
+                    f"DP group leader: node_rank={node}, node_rank_within_dp={node}, master_addr={self.master_addr}, "
+                    f"mq_connect_ip={ip} (local), world_size={world}, local_world_size={local_world}",
+                )
         await self.at(self.t + 4.5)
-        self.join_groups(world)
+        self.announce_workers(world)
         if self.missing_device:
             rank = self.missing_device[0]
             worker = self.workers[self.ranks.index(rank)]
@@ -99,8 +124,15 @@ class VllmProcesses(StartupBase):
             log.line(
                 worker, "ERROR", "multiproc_executor.py:833", "RuntimeError: CUDA error: invalid device ordinal"
             )
-            fail.workers_failed(log, self._core_of(rank))
-            raise self._die()
+            raise self._workers_failed(rank)
+        try:
+            await self.cluster.join()
+        except (RendezvousTimeout, RendezvousPortTaken) as exc:
+            multinode.worker_rendezvous_failed(log, self.workers[0], RENDEZVOUS_FRAMES,
+                                               self.cluster.rendezvous_error(exc))
+            raise self._workers_failed(self.ranks[0]) from None
+        self.catch_up()
+        self.assign_ranks(world)
         self.check_free_memory()
         nccl_rng = layout_rng(self.layout, "nccl")
         for mem in self.memories:
@@ -114,16 +146,24 @@ class VllmProcesses(StartupBase):
             log.info(self.workers[0], "pynccl.py:111", "vLLM is using nccl==2.27.7")
         self.sync_ledger()
 
-    def join_groups(self, world: int) -> None:
-        """Each worker's distributed group; rank 0 says where every rank sits, then workers take their names."""
-        log = self.vlog
-        for rank, worker in zip(self.ranks, self.workers, strict=True):
-            log.info(
+    def announce_workers(self, world: int) -> None:
+        """Each worker's distributed group: its place in the world and where the group meets."""
+        spans = self.cluster.spans_hosts
+        for i, (rank, worker) in enumerate(zip(self.ranks, self.workers, strict=True)):
+            if spans:  # every node's workers meet at node 0's --master-addr:--master-port
+                local, method = i, f"tcp://{self.master_addr}:{self.master_port}"
+            else:
+                local, method = rank.rank_in_world, f"tcp://127.0.0.1:{29500 + (rank.dp_rank or 0)}"
+            self.vlog.info(
                 worker,
                 "parallel_state.py:1906",
-                f"world_size={world} rank={rank.rank_in_world} local_rank={rank.rank_in_world} "
-                f"distributed_init_method=tcp://127.0.0.1:{29500 + (rank.dp_rank or 0)} backend=nccl",
+                f"world_size={world} rank={rank.rank_in_world} local_rank={local} "
+                f"distributed_init_method={method} backend=nccl",
             )
+
+    def assign_ranks(self, world: int) -> None:
+        """Global rank 0 says where every rank sits; then the workers take their names."""
+        log = self.vlog
         for rank, worker in zip(self.ranks, self.workers, strict=True):
             if rank.rank_in_world == 0:
                 log.info(
@@ -144,10 +184,9 @@ class VllmProcesses(StartupBase):
             if mem.free_bytes < util * mem.capacity_bytes:
                 fail.memory_in_use(
                     self.vlog,
-                    self._core_of(rank),
                     worker,
                     mem.free_bytes / GIB,
                     mem.capacity_bytes / GIB,
                     util,
                 )
-                raise self._die()
+                raise self._workers_failed(rank)

@@ -24,12 +24,14 @@ from console.domain.fit import ModelSpec, load_model_spec
 from console.domain.layout import check_layout
 from console.domain.models import Engine
 from console.errors import UsageError
+from console.sim.cluster import collective_timeout_lines
 from console.sim.engine_args import EngineArgs
 from console.sim.generation import Generator
 from console.sim.ledger import ProcLedger, ensure_inventory, read_inventory
 from console.sim.metrics import Metrics
 from console.sim.process import EngineExit, SimServer
 from console.sim.vllm import failures as vllm_failures
+from console.sim.vllm import multinode
 from console.sim.vllm.args import parse_vllm_args
 from console.sim.vllm.http_api import ROUTES, VllmHttp
 from console.sim.vllm.logfmt import VllmLog
@@ -89,15 +91,19 @@ class SimVllm(SimServer):
     async def story(self) -> None:
         """Start-up, API server, then serve until cancelled; raises EngineExit on a failure."""
         args, log = self.args, self.log
-        if args.fail == "port" or port_taken(args.host, args.port):
+        if not args.headless and (args.fail == "port" or port_taken(args.host, args.port)):
             vllm_failures.port_in_use(log, args.host, args.port)
             raise EngineExit(1)
         startup = VllmStartup(args, self.spec, self.config, log, self.ledger, self.clock, self.non_default)
         self.startup = startup
+        cluster = self.cluster = startup.cluster
         report = await startup.run()
+        if args.headless:
+            await asyncio.Event().wait()  # the executor watches its workers; it serves nothing
         metrics = vllm_metrics()
 
-        generator = Generator(args.layout, metrics, report.max_total_num_tokens, startup.on_load)
+        generator = Generator(args.layout, metrics, report.max_total_num_tokens, startup.on_load,
+                              step_gate=cluster.link.step if cluster.spans_hosts else None)
         http = VllmHttp(
             served_name=args.served_model_name,
             model_path=args.model_path,
@@ -126,14 +132,33 @@ class SimVllm(SimServer):
         log.uvicorn("INFO", "Waiting for application startup.")
         log.uvicorn("INFO", "Application startup complete.")
         if args.fail == "engine_dead":
+            await startup.at(startup.t + 3.0)
             await self.engine_dies(startup, http)
-        await self.log_stats(metrics, report.max_total_num_tokens)
+        stats = asyncio.create_task(self.log_stats(metrics, report.max_total_num_tokens))
+        try:  # serve until stopped, or until a step waits on a lost node past the first of the timeouts
+            await cluster.watch_stall(lambda: generator.running > 0, min(args.watchdog_timeout_s, cluster.timeout_s))
+        finally:
+            stats.cancel()
+        await self.step_never_returned(startup, http)
+
+    async def step_never_returned(self, startup: VllmStartup, http: VllmHttp) -> None:
+        """A step waited on a lost node: the engine core's RPC to its workers times out (300 s), or c10d's
+        NCCL watchdog aborts the local workers first when the process group's timeout is the shorter."""
+        cluster, core = startup.cluster, startup.cores[0]
+        if cluster.timeout_s < self.args.watchdog_timeout_s:
+            timeout_ms = int(cluster.timeout_s * 1000)
+            for rank in startup.ranks:
+                for line in collective_timeout_lines(rank.index, timeout_ms=timeout_ms,
+                                                     ran_ms=timeout_ms + startup.rng.randint(5, 95)):
+                    self.log.raw(None, line)
+            multinode.worker_died(self.log, core, startup.ranks[0].index)
+        else:
+            multinode.rpc_timed_out(self.log, core)
+        await self.engine_dies(startup, http)
 
     async def engine_dies(self, startup: VllmStartup, http: VllmHttp) -> None:
-        """The engine core dies a few seconds after start-up, as under `kill -9`: /health answers 503 for
-        about 3 s, then the API server shuts down and exits 0 (so systemd sees a clean exit, not a failure;
-        tests/fixtures/vllm-real/kill9-*.txt)."""
-        await startup.at(startup.t + 3.0)
+        """The engine core dies, as under `kill -9`: /health answers 503 for about 3 s, then the API server
+        shuts down and exits 0 (so systemd sees a clean exit, not a failure; tests/fixtures/vllm-real/kill9-*.txt)."""
         http.engine_alive = False
         vllm_failures.engine_core_died(self.log, startup.cores[0])
         await asyncio.sleep(ENGINE_DEAD_503_S)  # wall time: the server's own shutdown does not scale
@@ -174,6 +199,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         log.raw(None, f"Error: {exc}")
         return 1
     problem = check_layout(args.layout, Engine.VLLM, num_experts=spec.num_experts or None)
+    world = args.layout.tp * args.layout.pp
+    if problem is None and world % args.nnodes:  # the multiprocess executor's own check
+        log.raw(None, f"AssertionError: global world_size ({world}) must be divisible by nnodes_within_dp "
+                      f"({args.nnodes}). ")
+        return 1
     if problem is not None:
         log.raw(None, "Traceback (most recent call last):")
         log.raw(None, '  File "/usr/local/lib/python3.12/dist-packages/vllm/config/parallel.py", line 412, '

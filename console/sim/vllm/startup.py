@@ -14,6 +14,8 @@ device, memory already in use) live in `processes`; this module tells what fills
 
 from __future__ import annotations
 
+import asyncio
+
 from console.domain.fit import kv_bytes_per_token, placement, rank_load_plan, vllm_activation_bytes
 from console.domain.models import Engine
 from console.domain.units import GIB
@@ -21,6 +23,7 @@ from console.sim.loading import OomEvent, RankLoader, fragmentation_bytes, layou
 from console.sim.logfmt import capture_progress, shard_progress
 from console.sim.process import EngineExit, StartupReport
 from console.sim.vllm import failures as fail
+from console.sim.vllm import multinode
 from console.sim.vllm.processes import VllmProcesses
 
 VLLM = Engine.VLLM
@@ -38,10 +41,12 @@ class VllmStartup(VllmProcesses):
     # -- the story -------------------------------------------------------------------------------
     async def run(self) -> StartupReport:
         """All milestones up to `init engine ... took`; raises EngineExit on a failure."""
-        log, api = self.vlog, self.vlog.api
-        for line in fail.banner(self.args.model_path):
-            log.info(api, "api_utils.py:347", line)
-        log.info(api, "api_utils.py:286", f"non-default args: {self.non_default!r}")
+        log = self.vlog
+        api = None if self.args.headless else log.api  # `vllm serve --headless` starts no API server
+        if api is not None:
+            for line in fail.banner(self.args.model_path):
+                log.info(api, "api_utils.py:347", line)
+            log.info(api, "api_utils.py:286", f"non-default args: {self.non_default!r}")
         self.sync_ledger()
         await self.at(4.0)
         log.info(api, "model.py:733", f"Resolved architecture: {self.spec.architecture}")
@@ -53,17 +58,27 @@ class VllmStartup(VllmProcesses):
         await self.init_engine()
         await self.build_model()
         await self.load_checkpoint()
+        if self.args.node_rank > 0 and not self.args.headless:
+            multinode.follower_without_headless(log, self.cores[0])
+            raise self._die()
         init_begin = self.t
         tokens = await self.profile_and_kv_cache()
         await self.cuda_graphs()
-        for core in self.cores:
+        for core in self.engine_cores:
             log.info(
                 core,
                 "core.py:402",
                 "init engine (profile, create kv cache, warmup model) took "
                 f"{self.t - init_begin:.2f} s (compilation: {COMPILE_S:.2f} s)",
             )
+        await self.cluster.barrier("ready")  # node 0 serves only once every node's workers are ready
+        self.catch_up()
         return StartupReport(tokens, MAX_NUM_SEQS, self.max_model_len)
+
+    @property
+    def engine_cores(self) -> list:
+        """The engine cores this node runs (none on a headless node)."""
+        return [] if self.args.headless else self.cores
 
     def cache_info(self, report: StartupReport) -> dict[str, str]:
         """cache_config_info's labels for this run, as the real server fills them."""
@@ -95,7 +110,7 @@ class VllmStartup(VllmProcesses):
             self.sync_ledger()
             if events:
                 self.report_oom(sorted(events, key=lambda e: (e.at_s, e.rank.index)))
-                raise self._die()
+                raise self._workers_failed(events[0].rank)
         self._weight_bytes = [ld.total_bytes for ld in loaders]
 
     def report_oom(self, events: list[OomEvent]) -> None:
@@ -104,7 +119,6 @@ class VllmStartup(VllmProcesses):
             moe = ".experts." in event.tensor_name
             worker = self.workers[self.ranks.index(event.rank)]
             fail.worker_oom(self.vlog, worker, message, self.spec.model_type, moe)
-        fail.workers_failed(self.vlog, self._core_of(events[0].rank))
 
     async def load_checkpoint(self) -> None:
         """Read the shards into the built model (no new memory)."""
@@ -115,9 +129,14 @@ class VllmStartup(VllmProcesses):
         self.set_util(30, 48)
         log.raw(None, shard_progress(0, shards, 0.0))  # tqdm writes bare lines to stderr
         steps = min(shards, 8)
+        victim = self.oom_kill_victim()
         for step in range(1, steps + 1):
             elapsed = durations[0] * step / steps
             await self.at(begin + elapsed)
+            if victim is not None and step > steps // 2:
+                # The kernel kills a worker reading its shards: it says nothing, its READY pipe closes.
+                self.kill_rank(victim)
+                raise self._workers_failed(self.ranks[victim])
             log.raw(None, shard_progress(shards * step // steps, shards, elapsed))
         await self.at(begin + max(durations))
         for worker, nbytes, took in zip(self.workers, self._weight_bytes, durations, strict=True):
@@ -153,21 +172,28 @@ class VllmStartup(VllmProcesses):
             avail.append(given if given is not None else int(util * mem.capacity_bytes - mem.in_use_bytes - peak))
         for worker, kv in zip(self.workers, avail, strict=True):
             log.info(worker, "gpu_worker.py:721", f"Available KV cache memory: {max(kv, 0) / GIB:.2f} GiB")
+        # The engine core sizes the cache from every worker's answer, on every node: the smallest wins.
+        least = int(await self.cluster.allreduce_min("kv_available_bytes", min(avail)))
+        tokens = min(kv // cell for kv, cell in zip(avail, cells, strict=True)) // BLOCK_SIZE * BLOCK_SIZE
+        tokens = int(await self.cluster.allreduce_min("num_gpu_tokens", tokens))
+        self.catch_up()
+        max_len = self.max_model_len
+        short = self.args.fail == "kv" or least <= 0 or tokens < max_len
+        if short and self.args.headless:
+            await asyncio.Event().wait()  # node 0's engine core fails; a headless node's workers never exit
         core = self.cores[0]
-        if self.args.fail == "kv" or min(avail) <= 0:
+        if self.args.fail == "kv" or least <= 0:
             fail.no_cache_blocks(log, core)
             raise self._die()
-        tokens = min(kv // cell for kv, cell in zip(avail, cells, strict=True)) // BLOCK_SIZE * BLOCK_SIZE
-        max_len = self.max_model_len
         if tokens < max_len:
             heaviest = max(cells)
-            fail.kv_below_max_len(log, core, max_len, max_len * heaviest / GIB, min(avail) / GIB, tokens)
+            fail.kv_below_max_len(log, core, max_len, max_len * heaviest / GIB, least / GIB, tokens)
             raise self._die()
         await self.at(self.t + 0.5)
         for mem, cell in zip(self.memories, cells, strict=True):
             mem.allocated_bytes += tokens * cell
         self.sync_ledger()
-        for core in self.cores:
+        for core in self.engine_cores:
             log.info(
                 core,
                 "kv_cache_utils.py:2327",

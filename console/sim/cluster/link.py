@@ -242,7 +242,7 @@ class ClusterLink:
         peer = self.peers[node]
         with contextlib.suppress(OSError, asyncio.IncompleteReadError, ValueError):
             while line := await reader.readline():
-                peer.heard()
+                peer.heard(self.liveness)
                 self._handle(node, json.loads(line))
         peer.closed = True
 
@@ -277,7 +277,8 @@ class ClusterLink:
             if other == 0:
                 self.peers[0].dead_ranks = dead
             else:  # what node 0 last heard of another node, aged by how long ago that was
-                self.peers[other] = PeerState(now - float(entry["age"]), bool(entry["closed"]), dead)
+                self.peers[other] = PeerState(now - float(entry["age"]), bool(entry["closed"]), dead,
+                                              bool(entry.get("gone")))
 
     async def _keep_alive(self) -> None:
         while True:
@@ -287,6 +288,7 @@ class ClusterLink:
                 table = {"0": {"age": 0.0, "closed": False, "dead": own}}
                 for node, peer in self.peers.items():
                     table[str(node)] = {"age": now - peer.last_contact, "closed": peer.closed,
+                                        "gone": peer.declared_dead,
                                         "dead": {str(r): now - t for r, t in peer.dead_ranks.items()}}
                 for writer in self._writers.values():
                     self._send(writer, {"op": "beat", "table": table})

@@ -56,14 +56,20 @@ class PeerState:
     """Its connection was closed (its process died or exited)."""
     dead_ranks: dict[int, float] = field(default_factory=dict)
     """Its ranks whose processes died while it lives on (an OOM kill), with when (monotonic)."""
+    declared_dead: bool = False
+    """It was once silent past the dead threshold: RAS never takes a dead peer back (it NACKs it)."""
 
-    def heard(self, now: float | None = None) -> None:
-        self.last_contact = time.monotonic() if now is None else now
+    def heard(self, liveness: Liveness, now: float | None = None) -> None:
+        """A message arrived from it (after a silence past the dead threshold it stays dead to RAS)."""
+        now = time.monotonic() if now is None else now
+        if now - self.last_contact >= liveness.dead_s:
+            self.declared_dead = True
+        self.last_contact = now
 
     def state(self, liveness: Liveness, now: float | None = None) -> str:
         """OK, UNRESPONSIVE (closed, or silent past the threshold) or DEAD (silent past the dead threshold)."""
         age = (time.monotonic() if now is None else now) - self.last_contact
-        if age >= liveness.dead_s:
+        if self.declared_dead or age >= liveness.dead_s:
             return DEAD
         if self.closed or age >= liveness.unresponsive_s:
             return UNRESPONSIVE

@@ -26,6 +26,7 @@ from pathlib import Path
 import pytest
 from sim_fixtures import KIMI, REPO, free_port
 
+from console.sim.ledger import read_snapshot
 from console.sim.process import RANK_PID_OFFSET
 
 QWEN = REPO / "console" / "sim" / "models" / "Qwen--Qwen3-235B-A22B-FP8.json"
@@ -101,7 +102,7 @@ def _env(**extra: str) -> dict[str, str]:
 
 
 def start_sglang(tmp: Path, layout: list[str], *, head_flags: tuple[str, ...] = (),
-                 worker_flags: tuple[str, ...] = (), worker_delay_s: float = 0.0) -> Cluster:
+                 worker_flags: tuple[str, ...] = (), worker_delay_s: float = 0.0, **worker_env: str) -> Cluster:
     """SGLang over two 8-GPU hosts: `--nnodes 2 --node-rank R --dist-init-addr 127.0.0.1:P`."""
     dist, ports, ras = free_port(), [free_port(), free_port()], [(HEAD_IP, free_port()), (WORKER_IP, free_port())]
     nodes = []
@@ -112,7 +113,7 @@ def start_sglang(tmp: Path, layout: list[str], *, head_flags: tuple[str, ...] = 
                 *(worker_flags if rank else head_flags)]
         if rank:
             time.sleep(worker_delay_s)
-        nodes.append(Node(argv, _env(NCCL_RAS_ADDR=f"{ras[rank][0]}:{ras[rank][1]}")))
+        nodes.append(Node(argv, _env(NCCL_RAS_ADDR=f"{ras[rank][0]}:{ras[rank][1]}", **(worker_env if rank else {}))))
     return Cluster(nodes, ports, ras, dist)
 
 
@@ -312,6 +313,26 @@ def test_a_killed_worker_leaves_the_heads_health_200_until_sglangs_watchdog_fire
         assert len(fired) == 8 and fired[0].endswith("TP0 EP0] Watchdog timeout (self.watchdog_timeout=100.0)")
         assert cluster.head.having("Received sigquit from a child process. It usually means the child failed.")
         assert "status" not in outcome
+    finally:
+        cluster.stop()
+
+
+def test_a_rank_oom_killed_while_loading_leaves_every_node_waiting(tmp_path: Path) -> None:
+    # sglang PR #20287: the kernel takes node 1's last rank; nothing says so, and the launcher waits for ever.
+    cluster = start_sglang(tmp_path, ["--tp-size", "16"], SERVE_CONSOLE_SIM_FAIL="oom_kill")
+    try:
+        cluster.head.wait_for("] Load weight end.", count=8)
+        cluster.worker.wait_for("] Load weight end.", count=7)
+        report = wait_ras(cluster.ras[0], "1 job process is considered dead")
+        assert "  Process" in report and f"on node {WORKER_IP} managing GPU 7\n" in report
+        assert "  Rank 15 -- GPU 7 managed by process" in report
+        time.sleep(0.5)
+        for node in (cluster.head, cluster.worker):
+            assert node.proc.poll() is None and not node.having("KV Cache is allocated")
+            assert not node.having("Error") and not node.having("Traceback")
+        assert not cluster.worker.having(" TP15] Load weight end.")
+        used = {gpu.index: gpu.used_mib for gpu in read_snapshot(tmp_path / "ledger-1").gpus}
+        assert used[7] == 0 and min(used[i] for i in range(7)) > 30_000  # the killed rank's memory is freed
     finally:
         cluster.stop()
 

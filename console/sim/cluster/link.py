@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from console.sim.cluster.liveness import Liveness, PeerState
+from console.sim.cluster.liveness import Liveness, PeerState, aged_back, apply_table, beat_table
 from console.sim.cluster.roster import NodeSeat
 from console.sim.cluster.steps import StepRounds
 from console.sim.cluster.topology import NodePlace
@@ -131,7 +131,10 @@ class ClusterLink:
             for peer in self._writers.values():
                 self._send(peer, world)
             self._joined.set()
-        await self._read(node, reader)
+        try:
+            await self._read(node, reader)
+        except asyncio.CancelledError:
+            pass  # the process is ending: asyncio would log a cancelled connection handler as an error
 
     async def _dial_rendezvous(self, deadline: float) -> None:
         reached = False
@@ -267,31 +270,18 @@ class ClusterLink:
     def _beat_received(self, node: int, doc: dict[str, Any]) -> None:
         now = time.monotonic()
         if self.place.is_head:
-            self.peers[node].dead_ranks = {int(r): now - float(a) for r, a in doc.get("dead", {}).items()}
-            return
-        for key, entry in doc.get("table", {}).items():
-            other = int(key)
-            if other == self.place.node_rank:
-                continue
-            dead = {int(r): now - float(a) for r, a in entry.get("dead", {}).items()}
-            if other == 0:
-                self.peers[0].dead_ranks = dead
-            else:  # what node 0 last heard of another node, aged by how long ago that was
-                self.peers[other] = PeerState(now - float(entry["age"]), bool(entry["closed"]), dead,
-                                              bool(entry.get("gone")))
+            self.peers[node].dead_ranks = aged_back(doc.get("dead", {}), now)
+        else:
+            apply_table(self.peers, doc.get("table", {}), self.place.node_rank, now)
 
     async def _keep_alive(self) -> None:
         while True:
             now = time.monotonic()
-            own = {str(r): now - t for r, t in self._own_dead.items()}
+            own = {r: now - t for r, t in self._own_dead.items()}
             if self.place.is_head:
-                table = {"0": {"age": 0.0, "closed": False, "dead": own}}
-                for node, peer in self.peers.items():
-                    table[str(node)] = {"age": now - peer.last_contact, "closed": peer.closed,
-                                        "gone": peer.declared_dead,
-                                        "dead": {str(r): now - t for r, t in peer.dead_ranks.items()}}
+                beat = {"op": "beat", "table": beat_table(self.peers, own, now)}
                 for writer in self._writers.values():
-                    self._send(writer, {"op": "beat", "table": table})
+                    self._send(writer, beat)
             else:
-                self._send(self._writers[0], {"op": "beat", "dead": own})
+                self._send(self._writers[0], {"op": "beat", "dead": {str(r): a for r, a in own.items()}})
             await asyncio.sleep(self.liveness.keepalive_s)

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass, field
+from typing import Any
 
 RAS_TIMEOUT_FACTOR_ENV = "NCCL_RAS_TIMEOUT_FACTOR"
 KEEPALIVE_S, UNRESPONSIVE_S, DEAD_S = 1.0, 5.0, 60.0
@@ -82,3 +83,30 @@ class PeerState:
         if died is not None:
             return DEAD if now - died >= liveness.dead_s else UNRESPONSIVE
         return self.state(liveness, now)
+
+
+def aged_back(ages: Mapping[str, float], now: float) -> dict[int, float]:
+    """{rank: seconds ago} as sent on the wire -> {rank: monotonic time}."""
+    return {int(rank): now - float(age) for rank, age in ages.items()}
+
+
+def beat_table(peers: Mapping[int, PeerState], own_dead: Mapping[int, float], now: float) -> dict[str, Any]:
+    """What node 0 tells every node of every node: how long since it heard from each, and its dead ranks."""
+    table: dict[str, Any] = {"0": {"age": 0.0, "closed": False, "dead": {str(r): a for r, a in own_dead.items()}}}
+    for node, peer in peers.items():
+        table[str(node)] = {"age": now - peer.last_contact, "closed": peer.closed, "gone": peer.declared_dead,
+                            "dead": {str(r): now - t for r, t in peer.dead_ranks.items()}}
+    return table
+
+
+def apply_table(peers: MutableMapping[int, PeerState], table: Mapping[str, Any], me: int, now: float) -> None:
+    """A node other than 0 takes node 0's table: node 0's dead ranks, and the others' states, aged."""
+    for key, entry in table.items():
+        other = int(key)
+        dead = aged_back(entry.get("dead", {}), now)
+        if other == me:
+            continue
+        if other == 0:
+            peers[0].dead_ranks = dead
+        else:
+            peers[other] = PeerState(now - float(entry["age"]), bool(entry["closed"]), dead, bool(entry.get("gone")))

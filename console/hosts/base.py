@@ -178,6 +178,8 @@ class Host:
     """Who listens on a TCP port of the host, in words (`pid 4242 (python3 -m http.server 30000)`), or None
     when nothing does; None here when the host cannot tell. Names what answers a service's port when
     none of its units runs."""
+    peers: dict[str, Host] = field(default_factory=dict)
+    """The other hosts of this host's services that span several hosts, by name (the factory links them)."""
     journals: JournalHub = field(init=False, repr=False)
     """Each unit's journal as one stream, shared by the pane, the switch watcher and the phase tracker."""
 

@@ -134,3 +134,26 @@ def test_serve_console_triage_of_the_real_logs() -> None:
     code, out = run("tp1-start.log")
     assert code == 0, out
     assert not [f for f in triage_lines((REAL / "bench-serve-c4.server.log").read_text().splitlines()) if f.fatal]
+
+
+async def test_a_cause_under_a_validation_error_is_named_though_the_process_exits_seconds_later(
+    sim_hosts, monkeypatch, tmp_path
+):
+    """A real vLLM writes pydantic's `Value error, ...` under its ValidationError, then takes seconds to
+    exit (tests/integration/test_real_vllm.py saw 3 s): the switch names max_model_len, not the bare
+    ValidationError, without waiting for the exit."""
+    from sim_fixtures import fake_engine, free_port
+    from test_sim_vllm import qwen_host
+
+    from console.ops.switch import switch_layout
+
+    lines = (REAL / "max-model-len.log").read_text().splitlines()
+    printed = tmp_path / "printed.log"
+    printed.write_text("\n".join(lines[: next(i for i, x in enumerate(lines) if "For further information" in x) + 1]))
+    fake_engine(monkeypatch, f"import sys, time\nprint(open({str(printed)!r}).read(), flush=True)\n"
+                "time.sleep(8)\nsys.exit(1)\n")  # fmt: skip
+    host = sim_hosts(qwen_host(free_port()))
+    result = await switch_layout(host, None, "TP4", rollback=False, timeout_s=30, state_poll_s=0.05)
+    assert result.outcome == "failed"
+    assert result.failure.cls is FindingClass.MAX_MODEL_LEN, result.reason
+    assert result.detected_after_s is not None and result.detected_after_s < 2.0

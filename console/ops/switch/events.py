@@ -31,6 +31,8 @@ class SwitchEvent:
     layout: str
     elapsed_s: float
     rollback: bool = False
+    node: str | None = None
+    """The host it happened on, for a service over several hosts (None: its head, or its only host)."""
 
     kind = "event"
 

@@ -41,12 +41,15 @@ async def switch_locks(host: Host, service: ServiceConfig, *, within_explore: bo
         ServiceBusy: an explore or another switch of the service runs on the host.
     """
     # The switch lock first, so a second plain switch is told of the switch it met. Both locks are
-    # tried, never waited for, so the opposite order an explore takes them in cannot deadlock.
+    # tried, never waited for, so the opposite order an explore takes them in cannot deadlock. A service
+    # over several hosts is locked on every one of them (a console on any node sees the switch).
+    nodes = [host] + [host.peers[n] for n in (service.cluster.nodes if service.cluster else ()) if n in host.peers]
     async with contextlib.AsyncExitStack() as held:
-        try:
-            await held.enter_async_context(host.lock(lock_name(service)))
-        except LockBusy as exc:
-            raise ServiceBusy(f"another switch of {service.name} is running on {host.name} ({exc})") from None
+        for node in nodes:
+            try:
+                await held.enter_async_context(node.lock(lock_name(service)))
+            except LockBusy as exc:
+                raise ServiceBusy(f"another switch of {service.name} is running on {node.name} ({exc})") from None
         if not within_explore:
             try:
                 await held.enter_async_context(host.lock(explore_lock_name(service)))

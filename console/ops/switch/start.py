@@ -20,6 +20,7 @@ from console.hosts.base import Host
 from console.ops.status import unit_states
 from console.ops.switch.events import FAILED, StepEvent, SwitchEvent, SwitchResult
 from console.ops.switch.layout_files import layout_file
+from console.ops.switch.nodes import start_over_nodes
 from console.ops.switch.watch import StartWatch, Verdict
 
 if TYPE_CHECKING:
@@ -116,6 +117,8 @@ class LayoutStarter:
     async def _start_and_watch(
         self, layout: LayoutConfig, unit: str, t0: float, rollback: bool, states: Sequence[UnitState] | None
     ) -> Verdict:
+        if self.service.cluster is not None:  # a service over several hosts: every node (nodes.py)
+            return await start_over_nodes(self, layout, unit, t0, rollback)
         services = self.host.services
         action = "prepare the layout's file"
         try:

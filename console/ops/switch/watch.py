@@ -22,6 +22,7 @@ from console.domain.models import Engine, Finding, FindingClass, Phase, UnitStat
 from console.domain.triage import OPEN, Triager, as_engine_error, decisive, tier_of
 from console.hosts.base import Host
 from console.hosts.journal_hub import ReadEntry
+from console.ops.switch.cancel import stop_tasks
 from console.ops.switch.events import (
     FAILED,
     READY,
@@ -79,8 +80,14 @@ class StartWatch:
         rollback: bool = False,
         state_poll_s: float = 0.1,
         health_poll_s: float = 0.5,
+        node: str | None = None,
+        decides_ready: bool = True,
     ) -> None:
+        """`node` names the host in each event, for a service over several hosts; a node that serves no
+        HTTP (a worker) never `decides_ready`: only the head's readiness is the service's."""
         self.host = host
+        self.node = node
+        self.decides_ready = decides_ready
         self.service = service
         self.unit = unit
         self.layout = layout
@@ -103,7 +110,8 @@ class StartWatch:
         return time.monotonic() - self.started_mono
 
     def emit(self, cls: type[SwitchEvent], **fields: object) -> None:
-        self._emit_cb(cls(layout=self.layout, elapsed_s=self._elapsed(), rollback=self.rollback, **fields))
+        self._emit_cb(cls(layout=self.layout, elapsed_s=self._elapsed(), rollback=self.rollback, node=self.node,
+                          **fields))
 
     def decide(self, outcome: str, reason: str, failure: Finding | None, decisive_ts: float) -> None:
         if self._verdict is not None and not self._verdict.done():
@@ -130,7 +138,7 @@ class StartWatch:
         finally:
             if not self._verdict.done():
                 self._verdict.cancel()  # run() itself was cancelled: the watchers end all the same
-            await _stop_watchers(tasks)
+            await stop_tasks(tasks)
 
     # -- the three watchers (each also ends by itself once there is a verdict) ---------------------------
 
@@ -178,7 +186,7 @@ class StartWatch:
                     detail=event.detail,
                     ts=entry.ts,
                 )
-            if event.phase is Phase.READY:
+            if event.phase is Phase.READY and self.decides_ready:
                 self.decide(READY, "the engine reports it is ready", None, entry.ts)
         for finding in read.findings:
             self.emit(FindingEvent, finding=finding)
@@ -201,6 +209,13 @@ class StartWatch:
         failure = decisive(self.findings)
         if failure is not None and failure.cls is FindingClass.UNIT_FAILED:
             failure = self._ended_on() or failure  # systemd's exit status names no cause: look for one
+        elif failure is not None and tier_of(failure.cls) >= OPEN:
+            # The cause may sit in a block the live reader still holds open: pydantic's `Value error, ...`
+            # under a ValidationError is read whole only at the next line, which a real vLLM writes when
+            # its process exits, seconds later. The start read as an ended log closes the block.
+            ended = self._ended_on()
+            if ended is not None and tier_of(ended.cls) < tier_of(failure.cls):
+                failure = ended
         if failure is not None:
             self.decide(FAILED, failure.summary, failure, ts)
 
@@ -259,7 +274,7 @@ class StartWatch:
         return triager.decisive()
 
     async def _watch_health(self) -> None:
-        probe = self.host.probes.get(self.service.name)
+        probe = self.host.probes.get(self.service.name) if self.decides_ready else None
         if probe is None:
             return
         last_status: str | None = None
@@ -278,21 +293,3 @@ class StartWatch:
                 if sample.status == "ready" and engine_says_up:
                     self.decide(READY, "/health answers 200", None, sample.taken_at)
             await asyncio.sleep(self.health_poll_s)
-
-
-async def _stop_watchers(tasks: list[asyncio.Task[None]]) -> None:
-    """Cancel the watchers and wait for them, re-cancelling any that lost its cancel: a cancel that
-    lands as an awaited command finishes can be swallowed (Python 3.11's `asyncio.wait_for` does
-    that), and one unbounded `await task` would then hang the switch for good."""
-    pending = {task for task in tasks if not task.done()}
-    for _round in range(10):
-        if not pending:
-            break
-        for task in pending:
-            task.cancel()
-        _done, pending = await asyncio.wait(pending, timeout=1.0)
-    # Still running after 10 cancels (never seen): leave them; they end at their next check of the verdict.
-    for task in tasks:
-        if task.done() and not task.cancelled():
-            with contextlib.suppress(Exception):
-                task.result()  # retrieved, so asyncio never logs it as unhandled

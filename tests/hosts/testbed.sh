@@ -13,6 +13,10 @@
 # State lives in $SERVE_CONSOLE_TESTBED_DIR (default: REPO/.testbed): rootfs/ (the cache),
 # hosts/tbI/ (overlay upper/work/root, pid file, console log), id_ed25519, ssh_config, known_hosts,
 # hosts.json. Host i: netns tbI, veth tbI-h (10.231.I.1/30) <-> eth0 in the container (10.231.I.2/30).
+# The cluster network (the hosts among themselves, as the nodes of a service over several hosts): netns
+# tbnet holds bridge br0; host i's cl0 (10.232.0.I/24, in netns tbI) is a veth whose peer cl-tbI sits on
+# br0 in tbnet. This machine's own namespace gets nothing (no route to 10.232.0.0/24, no forwarding), so
+# only the hosts reach each other's cluster addresses. `down` deletes tbnet with the bridge and veths.
 #
 # Environment: SERVE_CONSOLE_TESTBED_DIR (state dir), SERVE_CONSOLE_TESTBED_SUITE (Debian release,
 # default the machine's), SERVE_CONSOLE_TESTBED_SSH_WAIT_S (boot deadline, default 60),
@@ -40,6 +44,7 @@ SSH_WAIT_S=${SERVE_CONSOLE_TESTBED_SSH_WAIT_S:-60}
 GPU_NAME="NVIDIA RTX PRO 6000 Blackwell Server Edition"
 GPU_COUNT=8
 GPU_TOTAL_MIB=97887
+CLUSTER_NETNS=tbnet # the cluster network's own namespace (bridge br0); hosts are 10.232.0.I/24 on cl0
 
 log() { printf 'testbed: %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
@@ -231,6 +236,25 @@ setup_net() {
     ip -n "tb$i" link set lo up
     ip -n "tb$i" addr add "10.231.$i.2/30" dev eth0
     ip -n "tb$i" link set eth0 up
+    setup_cluster_port "$i"
+}
+
+# The cluster network's switch: bridge br0 in a namespace of its own (tbnet), made once per `up`.
+setup_cluster_switch() {
+    ip netns add "$CLUSTER_NETNS"
+    ip -n "$CLUSTER_NETNS" link set lo up
+    ip -n "$CLUSTER_NETNS" link add br0 type bridge
+    ip -n "$CLUSTER_NETNS" link set br0 up
+}
+
+# Host i's port on it: veth cl-tbI on br0 (in tbnet) <-> cl0 10.232.0.I/24 in the host's namespace.
+# Both ends are made in namespaces of ours; neither passes through this machine's namespace.
+setup_cluster_port() {
+    local i=$1
+    ip -n "$CLUSTER_NETNS" link add "cl-tb$i" type veth peer name cl0 netns "tb$i"
+    ip -n "$CLUSTER_NETNS" link set "cl-tb$i" master br0 up
+    ip -n "tb$i" addr add "10.232.0.$i/24" dev cl0
+    ip -n "tb$i" link set cl0 up
 }
 
 # nspawn options that bind the real vLLM (tests/hosts/vllm/) into a host, read-only, once its
@@ -307,10 +331,12 @@ import json, sys
 tb, n = sys.argv[1], int(sys.argv[2])
 hosts = [{"name": f"tb{i}", "address": f"10.231.{i}.2", "machine_address": f"10.231.{i}.1",
           "netns": f"tb{i}", "veth": f"tb{i}-h", "root": f"{tb}/hosts/tb{i}/root",
-          "pid_file": f"{tb}/hosts/tb{i}/pid", "console_log": f"{tb}/hosts/tb{i}/console.log"}
+          "pid_file": f"{tb}/hosts/tb{i}/pid", "console_log": f"{tb}/hosts/tb{i}/console.log",
+          "cluster_address": f"10.232.0.{i}", "cluster_interface": "cl0", "cluster_veth": f"cl-tb{i}"}
          for i in range(1, n + 1)]
 doc = {"hosts": hosts, "ssh_config": f"{tb}/ssh_config", "known_hosts": f"{tb}/known_hosts",
-       "identity": f"{tb}/id_ed25519", "users": ["root", "operator", "deploy"]}
+       "identity": f"{tb}/id_ed25519", "users": ["root", "operator", "deploy"],
+       "cluster_network": {"netns": "tbnet", "bridge": "br0", "prefix": "10.232.0.0/24"}}
 with open(f"{tb}/hosts.json", "w") as f:
     json.dump(doc, f, indent=1)
 EOF
@@ -330,6 +356,7 @@ cmd_up() {
     ensure_client_key
     for i in $(seq 1 "$n"); do prepare_host "$i" & done
     wait_all "preparing hosts"
+    setup_cluster_switch
     for i in $(seq 1 "$n"); do setup_net "$i"; done
     write_client_files "$n"
     for i in $(seq 1 "$n"); do launch_host "$i"; done
@@ -429,6 +456,8 @@ cmd_down() {
         done
         log "down: removed ${names[*]} in $((SECONDS - start)) s"
     fi
+    # The cluster network: deleting its namespace deletes the bridge and every veth with an end there.
+    ip netns del "$CLUSTER_NETNS" 2>/dev/null || true
     for h in "${CG_ROOTS[@]}"; do rmdir "$h/testbed" 2>/dev/null || true; done
     rm -f "$TB/ssh_config" "$TB/known_hosts" "$TB/hosts.json"
 }
@@ -440,7 +469,7 @@ cmd_status() {
         local state=stopped answer=no
         nspawn_pid "${name#tb}" >/dev/null && state=running
         [ -f "$TB/ssh_config" ] && ssh -n -F "$TB/ssh_config" -o ConnectTimeout=1 "$name" true 2>/dev/null && answer=yes
-        printf '%-6s %-12s %-8s ssh=%s\n' "$name" "10.231.${name#tb}.2" "$state" "$answer"
+        printf '%-6s %-12s %-12s %-8s ssh=%s\n' "$name" "10.231.${name#tb}.2" "10.232.0.${name#tb}" "$state" "$answer"
     done < <(known_hosts_names)
     [ $any = 1 ] || echo "no test hosts"
 }

@@ -9,7 +9,9 @@ Fixtures
 
 `Testbed` (what the fixture yields)
 - `hosts`: tuple of `BedHost` (name "tb1".., index, address "10.231.I.2", machine_address, netns, veth,
-  root = the host's root fs as seen from this machine, writable: files written there are on the host).
+  root = the host's root fs as seen from this machine, writable: files written there are on the host,
+  cluster_address "10.232.0.I": the host's address on the cluster network, interface cl0, which only
+  the hosts reach: a bridge in netns tbnet joins them; this machine has no route to 10.232.0.0/24).
 - `ssh_config`, `known_hosts`, `identity`: Paths in .testbed/. Every host is a `Host tbI` entry of
   ssh_config (User root, the identity, StrictHostKeyChecking yes, that known_hosts), so
   `HostConfig(name="tb1", ssh_config=str(bed.ssh_config))` or `ssh -F ssh_config tb1` reach it.
@@ -92,6 +94,8 @@ class BedHost:
     netns: str
     veth: str
     root: Path
+    cluster_address: str | None = None
+    """On the cluster network (cl0, 10.232.0.I/24), which joins the hosts only."""
 
 
 class Testbed:
@@ -114,6 +118,7 @@ class Testbed:
                 netns=h["netns"],
                 veth=h["veth"],
                 root=Path(h["root"]),
+                cluster_address=h.get("cluster_address"),
             )
             for h in doc["hosts"]
         )

@@ -157,13 +157,13 @@ ensure_client_key() {
     [ -f "$TB/id_ed25519" ] || ssh-keygen -q -t ed25519 -N '' -C serve-console-testbed -f "$TB/id_ed25519"
 }
 
+# A model's config.json by its Hugging Face id (ORG--NAME.json in tests/models or console/sim/models).
 model_config() {
     local f
-    for f in "$REPO/tests/models/moonshotai--Kimi-K2.6.json" "$REPO/tests/models/kimi-k2.6.json" \
-        "$REPO/console/sim/models/moonshotai--Kimi-K2.6.json"; do
+    for f in "$REPO/tests/models/$1.json" "$REPO/console/sim/models/$1.json"; do
         [ -f "$f" ] && { echo "$f"; return; }
     done
-    die "Kimi K2.6 config.json not found (tests/models/moonshotai--Kimi-K2.6.json)"
+    die "config.json of $1 not found (tests/models/$1.json)"
 }
 
 # The GPU inventory, through the sim's own ensure_inventory when it is there.
@@ -223,7 +223,12 @@ prepare_host() {
     # The real vLLM's unit and layouts; its venv and models come in as read-only binds (vllm_binds).
     install -m 644 "$HERE"/vllm/*.service "$root/etc/systemd/system/"
     install -D -m 644 -t "$root/etc/serve-console/vllm-tiny" "$HERE"/vllm/layouts/*.env
-    install -D -m 644 "$(model_config)" "$root/opt/models/kimi-k2.6/config.json"
+    install -D -m 644 "$(model_config moonshotai--Kimi-K2.6)" "$root/opt/models/kimi-k2.6/config.json"
+    # DeepSeek-V3 over two hosts (sglang-ds3@, vllm-ds3@.service): their layouts; the node files are the
+    # console's to write (ds3.node.env, ds3-vllm.node.env).
+    install -D -m 644 "$(model_config deepseek-ai--DeepSeek-V3)" "$root/opt/models/deepseek-v3/config.json"
+    install -D -m 644 -t "$root/etc/serve-console/ds3-layouts" "$HERE"/ds3-layouts/*.env
+    install -D -m 644 -t "$root/etc/serve-console/ds3-vllm-layouts" "$HERE"/ds3-vllm-layouts/*.env
     write_inventory "$root/var/lib/serve-console-sim/ledger"
 }
 

@@ -31,14 +31,21 @@ Fixtures
 - `replace_host_key(name)` -> the new public key line: the host gets a new ed25519 host key and sshd
   reloads; known_hosts keeps the old one, so strict clients refuse it. `restore_host_key(name)` undoes it.
 - `reset(name=None)`: bring hosts back to the state after `up`: network up, host running, original
-  host key, the engine and noisy units stopped and reset-failed, console-written env files, drop-ins
-  and sim.env removed.
+  host key, the engine and noisy units stopped and reset-failed, console-written env files (the
+  ds3 node files too), drop-ins and sim.env removed.
 
 Host contents: units sglang-k26-{tp8,pp8,ep8,tp4ep2}.service (unit per layout), sglang-k26@.service
 (template, instances tp8/pp8/ep8/tp4ep2), sglang-k26.service (env-file mapping, reads
 SERVE_CONSOLE_LAYOUT_ARGS from /etc/serve-console/sglang-k26.env), sglang-k26-dropin.service (drop-in
 mapping, default SERVE_CONSOLE_LAYOUT_ARGS=--tp-size 8) and noisy.service (~2,000 journal lines/s).
-All engine units listen on 127.0.0.1:30000 and read /etc/serve-console/sim.env (set
+sglang-ds3@.service: DeepSeek-V3 (/opt/models/deepseek-v3) over several hosts, instances tp16/pp2tp8/
+ep16 (/etc/serve-console/ds3-layouts/), each node's place in /etc/serve-console/ds3.node.env
+(SERVE_CONSOLE_NODE_ARGS="--nnodes 2 --node-rank R --dist-init-addr 10.232.0.1:5000"); it binds
+0.0.0.0:30000 (the head's API; a worker's dummy /health) and NCCL RAS on 0.0.0.0:28028. Its vLLM twin
+vllm-ds3@.service (same instances, /etc/serve-console/ds3-vllm-layouts/, node file
+/etc/serve-console/ds3-vllm.node.env with --master-addr 10.232.0.1 --master-port 5000, --headless on
+node 1) serves the API on 0.0.0.0:8000.
+The one-host engine units listen on 127.0.0.1:30000; all read /etc/serve-console/sim.env (set
 SERVE_CONSOLE_SIM_TIME_SCALE there; the units' default is --time-scale 0.05). `nvidia-smi` prints the
 sim ledger in /var/lib/serve-console-sim/ledger (8 x 97887 MiB).
 """
@@ -67,8 +74,9 @@ TIMINGS: list[str] = []
 UP_TIMEOUT_S = 600  # a cold build of the root fs takes 20-60 s; apt mirrors can be slow
 # Undo what tests do to a host: running units, console-written layout files, the sim's pace.
 _RESET_SCRIPT = """
-systemctl stop 'sglang-k26*' noisy.service
-rm -f /etc/serve-console/sglang-k26.env /etc/serve-console/sim.env /etc/serve-console/noisy.env
+systemctl stop 'sglang-k26*' 'sglang-ds3@*' 'vllm-ds3@*' noisy.service
+rm -f /etc/serve-console/sglang-k26.env /etc/serve-console/sim.env /etc/serve-console/noisy.env \
+    /etc/serve-console/ds3.node.env /etc/serve-console/ds3-vllm.node.env
 rm -rf /etc/systemd/system/sglang-k26-dropin.service.d /etc/systemd/system/sglang-k26.service.d
 systemctl daemon-reload
 systemctl reset-failed

@@ -12,7 +12,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from console.config import HostConfig
 from console.domain.models import (
@@ -23,6 +23,9 @@ from console.domain.models import (
     UnitState,
 )
 from console.hosts.journal_hub import JournalHub
+
+if TYPE_CHECKING:
+    from console.hosts.node_facts import NodeFacts
 
 
 @runtime_checkable
@@ -178,6 +181,8 @@ class Host:
     """Who listens on a TCP port of the host, in words (`pid 4242 (python3 -m http.server 30000)`), or None
     when nothing does; None here when the host cannot tell. Names what answers a service's port when
     none of its units runs."""
+    node: NodeFacts | None = None
+    """Process states, routes and TCP as the host itself sees them, for a service's per-rank health."""
     peers: dict[str, Host] = field(default_factory=dict)
     """The other hosts of this host's services that span several hosts, by name (the factory links them)."""
     journals: JournalHub = field(init=False, repr=False)

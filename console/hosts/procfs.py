@@ -16,6 +16,18 @@ def _stat_fields(pid: int) -> list[str] | None:
     return stat.rpartition(")")[2].split()  # the name may hold spaces and parentheses: split after it
 
 
+def process_state(pid: int) -> str | None:
+    """The process's state letter (`R`, `S`, `T` stopped, `Z` zombie, ...), or None when it is gone."""
+    fields = _stat_fields(pid)
+    return fields[0] if fields else None
+
+
+def stat_state(text: str) -> str | None:
+    """The state letter in the text of a /proc/PID/stat (read over a transport), or None."""
+    fields = text.rpartition(")")[2].split()
+    return fields[0] if fields and len(fields[0]) == 1 else None
+
+
 def proc_start_ticks(pid: int) -> int | None:
     """The process's start time in clock ticks since boot, which tells a live pid from a reused one."""
     fields = _stat_fields(pid)

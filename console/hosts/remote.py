@@ -28,6 +28,7 @@ from console.hosts.endpoints import HttpHealthProbe
 from console.hosts.gpus import DcgmSource, NvidiaSmiSource, NvmlSource
 from console.hosts.listeners import ss_port_holder
 from console.hosts.local import LocalTransport
+from console.hosts.node_facts import TransportNodeFacts
 from console.hosts.ssh import SshPortForward, SshTransport
 from console.hosts.systemd import SystemdManager
 
@@ -211,4 +212,5 @@ def build_remote_host(cfg: HostConfig) -> Host:
         transport=transport,
         closers=closers,
         port_holder=functools.partial(ss_port_holder, transport),
+        node=TransportNodeFacts(transport, cfg.name),
     )

@@ -1,0 +1,100 @@
+"""What a host tells about itself as one node of a service over several hosts: the state of a process,
+the address it reaches another node from, and a TCP connection as the host itself would open it.
+
+The per-rank health (ops/ranks.py) reads a node's main process state (`T`: stopped, a wedge), maps the
+node addresses NCCL RAS names to hosts (`ip -o route get HEAD` says which source address a node uses to
+reach the head), and asks RAS, which listens on the host's own `localhost:28028`, through the host's own
+connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from typing import Protocol
+
+from console.errors import HostError
+from console.hosts.base import Transport
+from console.hosts.procfs import process_state, stat_state
+
+#: `10.0.0.2 dev eth1 src 10.0.0.1 uid 0` in `ip -o route get`.
+_SRC = re.compile(r"\bsrc\s+([0-9A-Fa-f.:]+)")
+_QUICK_S = 5.0
+
+Streams = tuple[asyncio.StreamReader, asyncio.StreamWriter]
+
+
+class NodeFacts(Protocol):
+    async def process_state(self, pid: int) -> str | None:
+        """The state letter of a process of the host (`R`, `S`, `T`, `Z`), None when it is gone."""
+        ...
+
+    async def route_source(self, destination: str) -> str | None:
+        """The address the host sends from to reach `destination`, None when it cannot say."""
+        ...
+
+    async def dial(self, address: str, port: int) -> Streams:
+        """A TCP connection to `address:port` as the host itself opens it (its loopback is its own).
+
+        Raises:
+            HostError: refused, unreachable or timed out, in one line.
+        """
+        ...
+
+
+def route_source_in(output: str) -> str | None:
+    """The `src` address in `ip -o route get` output."""
+    match = _SRC.search(output)
+    return match[1] if match else None
+
+
+class TransportNodeFacts:
+    """Node facts read over a host's transport: /proc and `ip` by command, TCP through its SSH connection."""
+
+    def __init__(self, transport: Transport, host: str) -> None:
+        self.transport = transport
+        self.host = host
+
+    async def process_state(self, pid: int) -> str | None:
+        result = await self.transport.run(["cat", f"/proc/{int(pid)}/stat"], timeout_s=_QUICK_S)
+        return stat_state(result.stdout) if result.ok else None
+
+    async def route_source(self, destination: str) -> str | None:
+        result = await self.transport.run(["ip", "-o", "route", "get", destination], timeout_s=_QUICK_S)
+        return route_source_in(result.stdout) if result.ok else None
+
+    async def dial(self, address: str, port: int) -> Streams:
+        connection = getattr(self.transport, "connection", None)
+        try:
+            if connection is None:  # a local transport: this machine is the host
+                return await asyncio.wait_for(asyncio.open_connection(address, port), _QUICK_S)
+            conn = await connection()
+            return await asyncio.wait_for(conn.open_connection(address, port), _QUICK_S)
+        except HostError:
+            raise
+        except Exception as exc:  # OSError, a timeout, asyncssh's ChannelOpenError (no OSError)
+            raise HostError(self.host, f"cannot reach {address}:{port} from {self.host}: {exc or type(exc).__name__}") from None
+
+
+class LocalNodeFacts:
+    """Node facts of a simulated host, whose processes and sockets are this machine's.
+
+    Each simulated node has its own loopback address (127.0.0.1 for a head, 127.0.0.R+1 for node-rank R;
+    sim/host/units.py starts its engine there), as the source it reaches the others from.
+    """
+
+    def __init__(self, host: str, loopback: str = "127.0.0.1") -> None:
+        self.host = host
+        self.loopback = loopback
+
+    async def process_state(self, pid: int) -> str | None:
+        return await asyncio.to_thread(process_state, pid)
+
+    async def route_source(self, destination: str) -> str | None:
+        return self.loopback
+
+    async def dial(self, address: str, port: int) -> Streams:
+        try:
+            return await asyncio.wait_for(asyncio.open_connection(address, port), _QUICK_S)
+        except (OSError, TimeoutError) as exc:
+            raise HostError(self.host, f"cannot reach {address}:{port}: {exc or type(exc).__name__}") from None

@@ -9,14 +9,39 @@ from console.errors import UsageError
 from console.hosts.base import Host
 
 
-def open_host(cfg: HostConfig, *, state_dir: Path | None = None, stop_units_on_close: bool = False) -> Host:
+def open_host(
+    cfg: HostConfig, *, state_dir: Path | None = None, stop_units_on_close: bool = False, peers: bool = True
+) -> Host:
     """Build the Host for one config entry; "sim" hosts keep their units under `state_dir`.
 
-    With `stop_units_on_close`, closing a "sim" host stops its units (for `--demo`: no orphans).
+    With `stop_units_on_close`, closing a "sim" host stops its units (for `--demo`: no orphans). With
+    `peers`, the other hosts its services span (`HostConfig.peer_hosts`) are opened beside it, in
+    `Host.peers`, and closed with it: a command on one host acts on a service over several.
 
     Raises:
         UsageError: for an unknown transport.
     """
+    host = _build(cfg, state_dir, stop_units_on_close)
+    for peer_cfg in cfg.peer_hosts if peers else ():
+        peer = _build(peer_cfg, state_dir, stop_units_on_close)
+        host.peers[peer.name] = peer
+        host.closers.append(peer.close)
+    return host
+
+
+def open_hosts(
+    config: ConsoleConfig, *, state_dir: Path | None = None, stop_units_on_close: bool = False
+) -> list[Host]:
+    """Every host of the config, in file order, each knowing the others its services span (`peers`).
+    Connections open lazily, so a down host blocks nothing."""
+    hosts = [_build(h, state_dir, stop_units_on_close) for h in config.hosts]
+    by_name = {h.name: h for h in hosts}
+    for host in hosts:
+        host.peers.update({p.name: by_name[p.name] for p in host.config.peer_hosts if p.name in by_name})
+    return hosts
+
+
+def _build(cfg: HostConfig, state_dir: Path | None, stop_units_on_close: bool) -> Host:
     if cfg.transport == "sim":
         from console.hosts.state_dir import state_dir as default_state_dir
         from console.sim.host import build_sim_host
@@ -27,32 +52,3 @@ def open_host(cfg: HostConfig, *, state_dir: Path | None = None, stop_units_on_c
 
         return build_remote_host(cfg)
     raise UsageError(f"host {cfg.name}: unknown transport {cfg.transport!r}")
-
-
-def open_hosts(
-    config: ConsoleConfig, *, state_dir: Path | None = None, stop_units_on_close: bool = False
-) -> list[Host]:
-    """Every host of the config, in file order, each knowing the others its services span (`peers`).
-    Connections open lazily, so a down host blocks nothing."""
-    hosts = [open_host(h, state_dir=state_dir, stop_units_on_close=stop_units_on_close) for h in config.hosts]
-    by_name = {h.name: h for h in hosts}
-    for host in hosts:
-        host.peers.update({name: by_name[name] for name in _node_names(host.config) if name != host.name})
-    return hosts
-
-
-def open_host_in(config: ConsoleConfig, cfg: HostConfig, *, state_dir: Path | None = None) -> Host:
-    """The host of one config entry, with the other hosts its services span opened beside it (and closed
-    with it): what a headless command on one host needs to act on a service over several."""
-    host = open_host(cfg, state_dir=state_dir)
-    for name in _node_names(cfg):
-        peer_cfg = config.host(name)
-        if name != cfg.name and peer_cfg is not None and name not in host.peers:
-            peer = open_host(peer_cfg, state_dir=state_dir)
-            host.peers[name] = peer
-            host.closers.append(peer.close)
-    return host
-
-
-def _node_names(cfg: HostConfig) -> list[str]:
-    return [n for s in cfg.services if s.cluster is not None for n in s.cluster.nodes]

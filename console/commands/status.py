@@ -47,6 +47,7 @@ async def _status(host_cfgs, as_json: bool) -> int:
                 engines = await asyncio.gather(*(
                     engine_figures(host, service, running=st.active_unit is not None)
                     for service, st in zip(host_cfg.services, statuses, strict=True)))
+                await _print_nodes(host, host_cfg, as_json)
                 for st, (figures, why) in zip(statuses, engines, strict=True):
                     failed = failed or st.error is not None
                     if as_json:
@@ -69,6 +70,26 @@ async def _status(host_cfgs, as_json: bool) -> int:
     return 1 if failed else 0
 
 
+async def _print_nodes(host, host_cfg, as_json: bool) -> None:
+    """A host that is a node of another host's service: that service's units here, in one line each (its
+    health is the head's `status`, which judges every node)."""
+    from console.domain.text import shown
+    from console.ops.status import unit_states
+
+    for service in host_cfg.node_of:
+        assert service.cluster is not None
+        head, rank = service.cluster.nodes[0], service.cluster.nodes.index(host_cfg.name)
+        running = [s for s in await unit_states(host, service) if s.is_running]
+        if as_json:
+            print_json({"event": "node", "host": host_cfg.name, "head": head, "service": service.name,
+                        "node_rank": rank, "running": [s.unit for s in running],
+                        "main_pids": [s.main_pid for s in running]})  # fmt: skip
+            continue
+        what = ", ".join(f"{s.unit} {s.active} ({s.sub}), main pid {s.main_pid or '-'}" for s in running)
+        sys.stdout.write(shown(f"{host_cfg.name}: node-rank {rank} of {head}/{service.name}: "
+                               f"{what or 'no unit running'} (status --host {head} judges every node)") + "\n")
+
+
 def _print_human(st) -> None:
     """The service in plain lines; unit states, GPU names and errors are host text, shown safely."""
     from console.domain.text import shown
@@ -86,6 +107,10 @@ def _print_human(st) -> None:
     print(f"{st.host}/{st.service} [{st.engine}]  layout {st.active_layout or '-'}  {state}  health {health}")
     if unit is not None:
         print(f"  unit {unit.unit}, main pid {unit.main_pid or '-'}")
+    for node in st.ranks:  # a layout over several hosts: each node on its own, whatever the head says
+        print(f"  {node.words()}")
+    if st.group not in (None, "alive"):
+        print(f"  group: {st.group.upper()} (the head's health says {health}; a node is {st.group})")
     if st.death is not None:
         print(f"  died: {st.death.words()}")
         if st.death.finding.hint:

@@ -98,7 +98,8 @@ class HumanPrinter:
 
     def line(self, event: SwitchEvent, kind: str, text: str) -> None:
         mark = "  ↩ " if event.rollback else "  "
-        self.out.write(f"{mark}{event.elapsed_s:7.2f}s  {kind:<9} {shown(text)}\n")
+        node = f"{event.node}: " if event.node else ""  # a layout over several hosts: whose line
+        self.out.write(f"{mark}{event.elapsed_s:7.2f}s  {kind:<9} {shown(node + text)}\n")
         self.out.flush()
 
     def __call__(self, event: SwitchEvent) -> None:

@@ -56,6 +56,9 @@ class ClusterConfig:
     """The interface NCCL and Gloo must use (`NCCL_SOCKET_IFNAME`, `GLOO_SOCKET_IFNAME`), on every node."""
     node_env_file: str = "/etc/serve-console/node.env"
     """Where a unit-per-layout or template unit reads its node's arguments (`SERVE_CONSOLE_NODE_ARGS`)."""
+    ras_port: int = 28028
+    """Where NCCL RAS answers on each node's localhost (`NCCL_RAS_ADDR`; NCCL's default), asked through the
+    head's own connection; 0: do not ask."""
     line: int | None = None
 
 
@@ -158,6 +161,9 @@ class HostConfig:
     services: tuple[ServiceConfig, ...] = ()
     node_of: tuple[ServiceConfig, ...] = ()
     """Other hosts' services this host is a node of (filled by the loader from their `nodes`)."""
+    peer_hosts: tuple[HostConfig, ...] = ()
+    """The other hosts of the services it heads or is a node of (the loader fills it; their own
+    `peer_hosts` are left empty), to open beside it."""
     line: int | None = None
 
     def service(self, name: str | None) -> ServiceConfig | None:

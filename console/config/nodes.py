@@ -19,7 +19,7 @@ from console.config.model import ClusterConfig, HostConfig, ServiceConfig
 from console.domain.layout import gpus_used
 from console.errors import ConfigError
 
-NODE_KEYS = ("nodes", "dist_port", "head_address", "nic", "node_env_file")
+NODE_KEYS = ("nodes", "dist_port", "head_address", "nic", "node_env_file", "ras_port")
 #: Where a unit-per-layout or template service's node file goes by default (`{service}` is its name).
 NODE_ENV_FILE = "/etc/serve-console/{service}.node.env"
 #: One interface name as Linux allows it (IFNAMSIZ 16, no slash or whitespace).
@@ -61,6 +61,7 @@ def parse_cluster(table: Table, service: str, host: str, env_file_path) -> Clust
         head_address=table.text("head_address", pattern=_ADDRESS, describe="a host name or address"),
         nic=table.text("nic", pattern=_IFNAME, describe="a network interface name (at most 15 characters)"),
         node_env_file=env_file_path(table, "node_env_file") or default_file,
+        ras_port=table.integer("ras_port", 28028, minimum=0, maximum=65535),
         line=table.locator.line(table.path + ("nodes",)),
     )
 
@@ -112,10 +113,19 @@ def _check_service(service: ServiceConfig, host: HostConfig, by_name: dict[str, 
 
 
 def with_nodes(hosts: Sequence[HostConfig]) -> tuple[HostConfig, ...]:
-    """Each host with the other hosts' services it is a node of (`HostConfig.node_of`)."""
+    """Each host with the other hosts' services it is a node of (`node_of`), then with the other hosts
+    of every service it heads or is a node of (`peer_hosts`, head first)."""
     node_of: dict[str, list[ServiceConfig]] = {}
+    peers: dict[str, list[str]] = {}
     for host in hosts:
         for service in host.services:
-            for name in service.cluster.nodes[1:] if service.cluster is not None else ():
-                node_of.setdefault(name, []).append(service)
-    return tuple(replace(h, node_of=tuple(node_of[h.name])) if h.name in node_of else h for h in hosts)
+            nodes = service.cluster.nodes if service.cluster is not None else ()
+            for name in nodes:
+                if name != host.name:
+                    node_of.setdefault(name, []).append(service)
+                peers.setdefault(name, []).extend(n for n in nodes if n != name)
+    linked = [replace(h, node_of=tuple(node_of.get(h.name, ()))) for h in hosts]
+    by_name = {h.name: h for h in linked}
+    return tuple(
+        replace(h, peer_hosts=tuple(by_name[n] for n in dict.fromkeys(peers.get(h.name, ())))) for h in linked
+    )

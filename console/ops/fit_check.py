@@ -60,7 +60,9 @@ def fit_layout(
         layout.layout,
         service.engine,
         gpu_mem_gib=capacity.gpu_mem_gib,
-        gpu_count=capacity.gpu_count,
+        # a layout over N nodes has N hosts' GPUs (the loader checked each node has its share); each
+        # GPU is taken to be the head's kind, as the engines assume one kind across nodes
+        gpu_count=capacity.gpu_count * layout.nodes if capacity.gpu_count is not None else None,
         mem_fraction=service.mem_fraction,
     )
 

@@ -16,6 +16,7 @@ from console.config import DROP_IN, ENV_FILE, LayoutConfig, ServiceConfig
 from console.domain.models import GpuSnapshot, HealthSample, UnitState
 from console.domain.triage import xid_findings
 from console.ops.death import Death, last_death
+from console.ops.ranks import NodeHealth, group_state, node_health
 
 if TYPE_CHECKING:
     from console.hosts.base import Host
@@ -40,6 +41,13 @@ class ServiceStatus:
     """Who answered the health probe, in words, when none of the service's units runs (health `foreign`)."""
     death: Death | None = None
     """How the last run ended, when nothing runs and its journal names a fatal cause (ops/death.py)."""
+    ranks: tuple[NodeHealth, ...] = ()
+    """Each node of a running layout over several hosts, judged on its own (ops/ranks.py)."""
+
+    @property
+    def group(self) -> str | None:
+        """The worst node's state, for a layout over several hosts (None on one host)."""
+        return group_state(self.ranks) if self.ranks else None
 
     @property
     def active_state(self) -> UnitState | None:
@@ -84,6 +92,8 @@ class ServiceStatus:
             "gpu_total_mib": sum(g.total_mib or 0 for g in gpus),
             "gpu_error": self.gpus.error if self.gpus else None,
             "death": None if self.death is None else self.death.to_json(),
+            "ranks": [n.to_json() for n in self.ranks],
+            "group": self.group,
             "error": self.error,
             "taken_at": self.taken_at,
         }
@@ -220,6 +230,13 @@ async def service_status(
         except Exception as exc:
             errors.append(f"gpus: {exc}")
     death = await last_death(host, service, states) if unit is None else None
+    ranks: list[NodeHealth] = []
+    running = service.layout(layout) if layout and unit and service.cluster is not None else None
+    if running is not None and running.nodes > 1:
+        try:
+            ranks = await node_health(host, service, running, unit)  # type: ignore[arg-type]
+        except Exception as exc:
+            errors.append(f"ranks: {exc}")
     return ServiceStatus(
         host=host.name,
         service=service.name,
@@ -233,6 +250,7 @@ async def service_status(
         error="; ".join(errors) or None,
         answered_by=answered_by,
         death=death,
+        ranks=tuple(ranks),
     )
 
 

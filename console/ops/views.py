@@ -16,6 +16,7 @@ from console.domain.fit import FitResult, expected_used_mib
 from console.domain.layout import gpus_used
 from console.domain.models import GpuSnapshot, HealthSample, Phase, UnitState
 from console.hosts.base import Host
+from console.ops.ranks import ALIVE, DEAD
 from console.ops.status import FOREIGN, service_status
 
 if TYPE_CHECKING:
@@ -44,6 +45,10 @@ class ServiceView:
     error: str | None = None
     death: str | None = None
     """What ended the last run, in words, when nothing runs and the journal names it (ops/death.py)."""
+    group: str | None = None
+    """A layout over several hosts: its worst node's state (alive, unresponsive, dead, unknown)."""
+    nodes: tuple[str, ...] = ()
+    """A layout over several hosts: each node's health in words, worst first."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,9 +138,11 @@ async def service_view(host: Host, service: ServiceConfig, *, fits: FitCache, au
         health=status.health,
         health_answered_by=status.answered_by,
         # the last run died, or another program answers the port of a service that is not running: failed
-        phase=Phase.FAILED if status.death is not None or (status.health is not None and status.health.status == FOREIGN)
-        else None,
+        phase=Phase.FAILED if status.death is not None or status.group == DEAD
+        or (status.health is not None and status.health.status == FOREIGN) else None,
         death=None if status.death is None else f"{status.death.finding.cls.value}: {status.death.finding.summary}",
+        group=status.group,
+        nodes=tuple(n.words() for n in sorted(status.ranks, key=lambda n: n.state == ALIVE)),
         last_ready_layout=last_ready,
         error=status.error,
     )
@@ -158,7 +165,9 @@ async def host_summary(host: Host, clock: Callable[[], float], *, audit: AuditLo
                            last_ok_at=host.link.last_ok_at)
     units = [u for st in statuses for u in st.units]
     layouts = ", ".join(f"{st.service}: {st.active_layout or '-'}" for st in statuses) or "-"
-    health = ", ".join(st.health.status for st in statuses if st.health) or "-"
+    # a head that answers 200 over a dead or wedged node is not healthy: the group's worst node says so
+    health = ", ".join(st.health.status + (f" ({st.group} node)" if st.group not in (None, ALIVE) else "")
+                       for st in statuses if st.health) or "-"
     gpus = snapshot.gpus if snapshot else ()
     totals = [g.total_mib for g in gpus if g.total_mib]
     return HostSummary(
@@ -175,5 +184,5 @@ async def host_summary(host: Host, clock: Callable[[], float], *, audit: AuditLo
         gpu_count=len(gpus) or None,
         health=health,
         failed=(any(u.is_failed for u in units) and not any(u.is_running for u in units))
-        or any(st.death is not None for st in statuses),
+        or any(st.death is not None or st.group == DEAD for st in statuses),
     )

@@ -32,7 +32,7 @@ class SwitchEvent:
     elapsed_s: float
     rollback: bool = False
     node: str | None = None
-    """The host it happened on, for a service over several hosts (None: its head, or its only host)."""
+    """The host it happened on, for a layout over several hosts (None for a layout on one host)."""
 
     kind = "event"
 

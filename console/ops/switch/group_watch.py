@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from console.domain.models import Finding, Phase
 from console.domain.triage import decisive
 from console.hosts.base import Host
+from console.ops.cluster import head_address
 from console.ops.switch.cancel import stop_tasks
 from console.ops.switch.events import FAILED, TIMEOUT, StepEvent
 from console.ops.switch.watch import StartWatch, Verdict
@@ -30,8 +31,8 @@ if TYPE_CHECKING:
 NODES_GRACE_S = 1.0
 #: How often a node that has not joined the rendezvous is named (and the least wait that names it).
 RENDEZVOUS_NOTE_S = 10.0
-_JOINED = (Phase.INIT_DISTRIBUTED, Phase.LOADING_WEIGHTS, Phase.KV_CACHE, Phase.CUDA_GRAPHS, Phase.HTTP_UP,
-           Phase.WARMING_UP, Phase.READY)  # fmt: skip
+_PAST = (Phase.LOADING_WEIGHTS, Phase.KV_CACHE, Phase.CUDA_GRAPHS, Phase.HTTP_UP, Phase.WARMING_UP, Phase.READY)
+_BEGAN = (Phase.INIT_DISTRIBUTED, *_PAST)
 
 
 class GroupWatch:
@@ -47,7 +48,7 @@ class GroupWatch:
         self.watches = [
             StartWatch(node, starter.service, unit, layout=layout, emit=starter.emit, started_mono=started_mono,
                        rollback=rollback, state_poll_s=starter.state_poll_s, health_poll_s=starter.health_poll_s,
-                       node=node.name if rank else None, decides_ready=rank == 0)
+                       node=node.name, decides_ready=rank == 0)
             for rank, node in enumerate(nodes)
         ]  # fmt: skip
 
@@ -87,18 +88,50 @@ class GroupWatch:
                        time.time(), Phase.FAILED)  # fmt: skip
 
     async def _note_rendezvous(self) -> None:
-        """Name a node that keeps the others waiting at the rendezvous, until every node has joined."""
+        """Name what keeps the nodes waiting at the rendezvous, every RENDEZVOUS_NOTE_S, until every node
+        is past it: a node that has not begun `Init torch distributed`, or, when all have begun and none
+        got further, a node that cannot reach the head's rendezvous port (a firewall, the wrong address
+        or interface), tried from that node itself."""
         while True:
             await asyncio.sleep(RENDEZVOUS_NOTE_S)
             waited = time.monotonic() - self.started_mono
-            joined = [w.phase in _JOINED for w in self.watches]
-            if all(joined):
+            began = [w.phase in _BEGAN for w in self.watches]
+            past = [w.phase in _PAST for w in self.watches]
+            if all(past):
                 return
-            if not any(joined):
+            if not any(began):
                 continue  # nobody has reached init distributed yet: still loading the engine itself
-            for rank, (watch, ok) in enumerate(zip(self.watches, joined, strict=True)):
+            if any(past):
+                continue  # the rendezvous is over: the nodes load at their own pace
+            for rank, (watch, ok) in enumerate(zip(self.watches, began, strict=True)):
                 if not ok:
-                    self.starter.emit(StepEvent(
-                        layout=self.layout, elapsed_s=waited, rollback=self.rollback, node=watch.host.name,
-                        step="rendezvous", detail=f"waiting on node-rank {rank} ({watch.host.name}): no 'Init "
-                        f"torch distributed' after {waited:.0f} s", unit=watch.unit))  # fmt: skip
+                    self._note(watch, waited, f"waiting on node-rank {rank} ({watch.host.name}): no 'Init torch "
+                               f"distributed' after {waited:.0f} s")  # fmt: skip
+            if all(began):
+                await self._note_reach(waited)
+
+    async def _note_reach(self, waited: float) -> None:
+        service = self.starter.service
+        assert service.cluster is not None
+        address, port = head_address(service, self.nodes[0].config), service.cluster.dist_port
+        unreachable = []
+        for rank, watch in list(enumerate(self.watches))[1:]:
+            node = watch.host.node
+            if node is None:
+                continue
+            try:
+                _, writer = await node.dial(address, port)
+                writer.close()
+            except Exception as exc:
+                unreachable.append((rank, watch, exc))
+        for rank, watch, exc in unreachable:
+            self._note(watch, waited, f"node-rank {rank} ({watch.host.name}) cannot reach the rendezvous at "
+                       f"{address}:{port}: {exc}")  # fmt: skip
+        if not unreachable:
+            self._note(self.watches[0], waited, f"every node waits at the rendezvous ({address}:{port}) after "
+                       f"{waited:.0f} s; each reaches it: look for a node that hangs before joining, or NCCL's "
+                       "interface (NCCL_SOCKET_IFNAME, GLOO_SOCKET_IFNAME)")  # fmt: skip
+
+    def _note(self, watch: StartWatch, waited: float, detail: str) -> None:
+        self.starter.emit(StepEvent(layout=self.layout, elapsed_s=waited, rollback=self.rollback, node=watch.host.name,
+                                    step="rendezvous", detail=detail, unit=watch.unit))  # fmt: skip

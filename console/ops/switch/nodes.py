@@ -13,11 +13,10 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from console.config import DROP_IN, HostConfig, LayoutConfig, ServiceConfig
+from console.config import DROP_IN, LayoutConfig
 from console.domain.models import Finding, FindingClass, Phase
-from console.domain.nodes import NodePlace
-from console.errors import ConsoleError, UsageError
-from console.hosts.base import Host
+from console.errors import ConsoleError
+from console.ops.cluster import node_hosts, places
 from console.ops.status import unit_states
 from console.ops.switch.events import FAILED
 from console.ops.switch.group_watch import GroupWatch
@@ -26,36 +25,6 @@ from console.ops.switch.watch import Verdict
 
 if TYPE_CHECKING:
     from console.ops.switch.start import LayoutStarter
-
-
-def node_hosts(host: Host, service: ServiceConfig) -> list[Host]:
-    """The service's nodes as Hosts, head first.
-
-    Raises:
-        UsageError: a node was not opened beside the head (the host was opened without its peers).
-    """
-    assert service.cluster is not None
-    out = []
-    for name in service.cluster.nodes:
-        node = host if name == host.name else host.peers.get(name)
-        if node is None:
-            raise UsageError(f"{host.name}/{service.name} spans {', '.join(service.cluster.nodes)}, and {name} "
-                             "is not open beside it")
-        out.append(node)
-    return out
-
-
-def head_address(service: ServiceConfig, head: HostConfig) -> str:
-    """Where the other nodes reach the head: `head_address`, else the head host's own address."""
-    assert service.cluster is not None
-    return service.cluster.head_address or head.address or head.name
-
-
-def places(service: ServiceConfig, layout: LayoutConfig, head: HostConfig) -> list[NodePlace]:
-    """Each node's place in `layout`, for the nodes it runs on."""
-    assert service.cluster is not None
-    address = head_address(service, head)
-    return [NodePlace(r, layout.nodes, address, service.cluster.dist_port) for r in range(layout.nodes)]
 
 
 async def start_over_nodes(

@@ -22,7 +22,8 @@ from console.config import LayoutConfig, ServiceConfig
 from console.errors import ConsoleError, UsageError
 from console.hosts.base import Host
 from console.ops.fit_check import fit_layout, host_capacity, layouts_that_fit
-from console.ops.status import running_layout, unit_states
+from console.ops.ranks import ALIVE, group_state, node_health
+from console.ops.status import layout_of_unit, running_layout, unit_states
 from console.ops.switch.events import (
     FAILED,
     READY,
@@ -142,9 +143,12 @@ class _Switch(LayoutStarter):
         if unit is None:
             return False
         probe = self.host.probes.get(self.service.name)
-        if probe is None:
-            return True
-        return (await probe.probe()).status == "ready"
+        if probe is not None and (await probe.probe()).status != "ready":
+            return False
+        lc = self.service.layout(layout_of_unit(self.host.name, self.service, unit, self.audit) or "")
+        if lc is not None and lc.nodes > 1:  # the head's 200 says nothing of the other nodes: each must be alive
+            return group_state(await node_health(self.host, self.service, lc, unit)) == ALIVE
+        return True
 
     async def switch(
         self, layout: LayoutConfig, *, force: bool, rollback: bool, restart_ready: bool = True

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from console.config import ServiceConfig
 from console.hosts.base import Host
 from console.ops.audit import AuditLog
+from console.ops.cluster import node_hosts
 from console.ops.status import layout_of_unit, running_layout, unit_states
 from console.ops.switch.events import READY, REFUSED, ResultEvent, StepEvent, SwitchEvent, SwitchResult
 from console.ops.switch.locks import ServiceBusy, switch_locks
@@ -45,16 +46,21 @@ async def stop_service(host: Host, service: ServiceConfig, *, audit: AuditLog | 
     nothing runs (`nothing-running`); `refused` while a switch or an explore of it holds the lock."""
     t0 = time.monotonic()
     unit, layout = await running_unit(host, service, audit)
+    nodes = node_hosts(host, service) if service.cluster is not None else [host]
+    running = [(node, s.unit) for node in reversed(nodes) for s in await unit_states(node, service) if s.is_running]
+    unit = unit or (running[0][1] if running else None)  # a worker left running without its head
     base = dict(host=host.name, service=service.name, layout=layout or "-", unit=unit)
-    if unit is None:
+    if not running:
         return SwitchResult(**base, outcome=NOTHING, reason=f"no unit of {service.name} is running")
     try:
         async with switch_locks(host, service):
-            await host.services.stop(unit)
+            for node, name in running:  # over several hosts: the workers first, the head last
+                await node.services.stop(name)
     except ServiceBusy as exc:
         return SwitchResult(**base, outcome=REFUSED, reason=str(exc))
+    where = "" if len(nodes) == 1 else f" on {', '.join(dict.fromkeys(n.name for n, _ in running))}"
     return SwitchResult(
-        **base, outcome=STOPPED, reason=f"{unit} stopped; {service.name} is not serving",
+        **base, outcome=STOPPED, reason=f"{unit} stopped{where}; {service.name} is not serving",
         elapsed_s=time.monotonic() - t0,
     )  # fmt: skip
 
@@ -74,6 +80,12 @@ async def restart_service(
     emit = on_event or (lambda _e: None)
     t0 = time.monotonic()
     unit, layout = await restartable_unit(host, service, audit)
+    lc = service.layout(layout) if layout else None
+    if lc is not None and lc.nodes > 1:  # every node stopped and started again in order, as a switch does
+        from console.ops.switch.orchestrate import switch_layout
+
+        return await switch_layout(host, service, lc, audit=audit, on_event=on_event, timeout_s=timeout_s,
+                                   rollback=False, state_poll_s=state_poll_s, health_poll_s=health_poll_s)  # fmt: skip
     name = layout or (unit or "-")
     if unit is None:
         result = SwitchResult(host=host.name, service=service.name, layout=name, outcome=NOTHING,

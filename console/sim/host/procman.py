@@ -191,6 +191,7 @@ class ProcessManager:
         env["PYTHONUNBUFFERED"] = "1"
         layout_args, unit_env = self.files.layout_args(spec)
         env.update(unit_env)
+        env.update(sim_units.node_env(self.cfg, spec.service))
         argv = sim_units.engine_command(self.cfg, spec, layout_args, self.ledger_dir, unit_env=unit_env)
         return argv, env, sim_units.unit_port(spec.service, unit_env)
 

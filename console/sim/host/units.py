@@ -153,6 +153,26 @@ def node_rank(unit_env: dict[str, str]) -> int:
     return 0
 
 
+def node_loopback(cfg: HostConfig) -> str:
+    """The loopback address a simulated host's engines use: 127.0.0.1, or 127.0.0.R+1 on a host that is
+    node-rank R of another host's service, so the nodes are distinct hosts to the engines' rendezvous and
+    to NCCL RAS, as real nodes are."""
+    for service in cfg.node_of:
+        if service.cluster is not None and cfg.name in service.cluster.nodes:
+            return f"127.0.0.{service.cluster.nodes.index(cfg.name) + 1}"
+    return "127.0.0.1"
+
+
+def node_env(cfg: HostConfig, service: ServiceConfig) -> dict[str, str]:
+    """The environment a node's engine gets on a simulated host: its own address for the rendezvous and
+    NCCL RAS (NCCL_RAS_ADDR on the cluster's ras_port, as a real node's localhost:28028)."""
+    if service.cluster is None:
+        return {}
+    address = node_loopback(cfg) if cfg.name != service.cluster.nodes[0] else "127.0.0.1"
+    return {"NCCL_RAS_ADDR": f"{address}:{service.cluster.ras_port}", "SGLANG_HOST_IP": address,
+            "VLLM_HOST_IP": address}  # fmt: skip
+
+
 def unit_port(service: ServiceConfig, unit_env: dict[str, str]) -> int:
     """The port a unit's engine listens on: the service's, plus the node rank on a worker node, since
     every simulated host shares this machine's loopback (a real worker binds the same port on its own
@@ -213,7 +233,7 @@ def engine_command(
         argv += [memory_flag, str(service.mem_fraction)]
     argv += unit_env.get(NODE_ARGS_VAR, "").split()
     argv += [
-        "--host", "127.0.0.1",
+        "--host", node_env(cfg, service).get("SGLANG_HOST_IP", "127.0.0.1"),
         "--port", str(unit_port(service, unit_env)),
         "--gpu-count", str(sim.gpu_count),
         "--gpu-total-mib", str(sim.gpu_total_mib),

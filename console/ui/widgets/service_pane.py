@@ -217,6 +217,11 @@ class ServicePane(NotifiesWorkerErrors, Widget):
             label("")
             out.append(f"answered by {shown(view.health_answered_by or 'another program')}", style=s("service--bad"))
             out.append("\n")
+        if view.group is not None and view.group != "alive":  # a head's 200 over a dead or wedged node
+            label("nodes")
+            out.append(f"{view.group.upper()} ", style=s("service--bad" if view.group == "dead" else "service--warn"))
+            out.append(shown(view.nodes[0] if view.nodes else ""), style=s("service--bad"))
+            out.append("\n")
         label("phase")  # its own row: a health reading with its age leaves no room beside it
         # another program answering a service that does not run is FAILED, whatever the journal said last
         phase = Phase.FAILED if view.phase == Phase.FAILED else self.phase_override or view.phase

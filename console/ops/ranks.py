@@ -1,0 +1,143 @@
+"""Per-rank health of a service over several hosts: each node judged on its own, apart from the head's
+`/health`, which keeps answering 200 while a worker is dead or wedged (sglang#3099, vllm#16259).
+
+Each node of the running layout is read for: its unit's state (a unit that ended is a dead node, its
+cause triaged from that node's own journal), its main process's state (`T`: stopped, a wedge), and what
+NCCL RAS says of the node's processes (missing: down or silent 5 s; dead: unreachable 60 s), asked once
+through the head. The group is as healthy as its worst node.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from console.config import LayoutConfig, ServiceConfig
+from console.domain.layout import gpus_used
+from console.domain.models import Finding
+from console.domain.ras import MAX_REPORT_BYTES, RasReport, parse_ras_status
+from console.hosts.base import Host
+from console.ops.cluster import head_address, node_hosts
+from console.ops.death import last_death
+
+ALIVE, UNRESPONSIVE, DEAD, UNKNOWN = "alive", "unresponsive", "dead", "unknown"
+_WORST = (ALIVE, UNKNOWN, UNRESPONSIVE, DEAD)
+RAS_TIMEOUT_S = 3.0
+#: A node's address as RAS names it (the source it reaches the head from) does not change while it runs.
+_sources: dict[tuple[str, str], str | None] = {}
+
+
+@dataclass(frozen=True, slots=True)
+class NodeHealth:
+    """One node of a running layout: its ranks and how they are."""
+
+    node_rank: int
+    host: str
+    unit: str
+    ranks: range
+    state: str
+    """alive, unresponsive (wedged or silent), dead, or unknown (the node could not be read)."""
+    detail: str
+    cause: Finding | None = None
+    """What killed it, from its own journal, when its unit ended."""
+
+    def ranks_text(self) -> str:
+        return f"{self.ranks.start}-{self.ranks.stop - 1}" if len(self.ranks) > 1 else str(self.ranks.start)
+
+    def words(self) -> str:
+        cause = f": {self.cause.cls.value}: {self.cause.summary}" if self.cause is not None else ""
+        return f"node-rank {self.node_rank} ({self.host}) ranks {self.ranks_text()}: {self.state}, {self.detail}{cause}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "node_rank": self.node_rank,
+            "host": self.host,
+            "unit": self.unit,
+            "ranks": [self.ranks.start, self.ranks.stop - 1],
+            "state": self.state,
+            "detail": self.detail,
+            "cause": None if self.cause is None else self.cause.to_json(),
+        }
+
+
+def group_state(nodes: Sequence[NodeHealth]) -> str:
+    """The worst node's state (alive when there are none)."""
+    return max((n.state for n in nodes), key=_WORST.index, default=ALIVE)
+
+
+async def node_health(head: Host, service: ServiceConfig, layout: LayoutConfig, unit: str) -> list[NodeHealth]:
+    """Every node of `layout` (running as `unit` on each), judged on its own."""
+    hosts = node_hosts(head, service)[: layout.nodes]
+    per_node = gpus_used(layout.layout, service.engine) // max(layout.nodes, 1)
+    report, ras_note = await ras_status(head, service)
+    address = head_address(service, head.config)
+    return list(await asyncio.gather(*(
+        _one(node, service, unit, rank, range(rank * per_node, (rank + 1) * per_node), report, ras_note, address)
+        for rank, node in enumerate(hosts)
+    )))  # fmt: skip
+
+
+async def _one(node: Host, service: ServiceConfig, unit: str, rank: int, ranks: range, report: RasReport | None,
+               ras_note: str, head: str) -> NodeHealth:  # fmt: skip
+    def health(state: str, detail: str, cause: Finding | None = None) -> NodeHealth:
+        return NodeHealth(rank, node.name, unit, ranks, state, detail, cause)
+
+    try:
+        state = await node.services.state(unit)
+        if not state.is_running:
+            death = await last_death(node, service, [state])
+            return health(DEAD, f"{unit} {state.active} (result {state.result or '-'})",
+                          death.finding if death else None)  # fmt: skip
+        process = await node.node.process_state(state.main_pid) if node.node and state.main_pid else "?"
+        if process in ("T", "t"):
+            return health(UNRESPONSIVE, f"main process {state.main_pid} is stopped (state {process}): wedged, "
+                          "as under SIGSTOP or a debugger")  # fmt: skip
+        if process is None or process in ("Z", "X"):
+            return health(DEAD, f"main process {state.main_pid} is gone")
+        source = await _source(node, head)
+    except Exception as exc:  # one node that cannot be read is unknown, never a crash of the status
+        return health(UNKNOWN, f"cannot read {node.name}: {exc}")
+    if report is not None and source is not None:
+        if report.dead.get(source):
+            return health(DEAD, f"NCCL RAS: {report.dead[source]} processes on {source} considered dead")
+        if report.missing.get(source):
+            return health(UNRESPONSIVE, f"NCCL RAS: no data from {report.missing[source]} processes on {source} "
+                          "(down, or silent 5 s)")  # fmt: skip
+    return health(ALIVE, f"{unit} running, main process {state.main_pid}" + (f"; {ras_note}" if ras_note else ""))
+
+
+async def _source(node: Host, head: str) -> str | None:
+    key = (node.name, head)
+    if key not in _sources and node.node is not None:
+        _sources[key] = await node.node.route_source(head)
+    return _sources.get(key)
+
+
+async def ras_status(head: Host, service: ServiceConfig) -> tuple[RasReport | None, str]:
+    """NCCL RAS's report, asked on the head's own localhost (`ras_port`), and a note when there is none."""
+    port = service.cluster.ras_port if service.cluster is not None else 0
+    if not port or head.node is None:
+        return None, ""
+    writer = None
+    try:
+        async with asyncio.timeout(RAS_TIMEOUT_S):
+            reader, writer = await head.node.dial("127.0.0.1", port)
+            writer.write(b"CLIENT PROTOCOL 2\n")
+            await reader.readline()  # SERVER PROTOCOL 2
+            writer.write(b"STATUS\n")
+            await writer.drain()
+            text = (await reader.read(MAX_REPORT_BYTES)).decode("utf-8", "replace")
+            while chunk := await reader.read(MAX_REPORT_BYTES):  # the report comes in several writes
+                text += chunk.decode("utf-8", "replace")
+                if len(text) > MAX_REPORT_BYTES:
+                    break
+        return parse_ras_status(text), ""
+    except Exception as exc:  # no RAS (NCCL < 2.24, NCCL_RAS_ENABLE=0), a timeout, no report: say so
+        return None, f"no NCCL RAS on {head.name}:{port} ({str(exc) or type(exc).__name__})"
+    finally:
+        if writer is not None:
+            with contextlib.suppress(Exception):
+                writer.close()

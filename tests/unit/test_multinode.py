@@ -1,0 +1,142 @@
+"""A service over two simulated hosts (issue 20), driven as the console drives it: a switch starts every
+node in order and watches each; status judges each node on its own while the head answers 200; a
+wedged worker is unresponsive, a killed one dead with its own journal's cause; a rendezvous that waits
+is named; stop and restart act on every node."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+
+import pytest
+from sim_fixtures import KIMI, engine_pids, free_port
+
+from console.config import parse_config
+from console.factory import open_hosts
+from console.ops.status import service_status
+from console.ops.switch import READY, StepEvent, restart_service, stop_service, switch_layout
+
+TIMEOUT = "timeout"
+
+CONFIG = """
+[hosts.demo-a]
+transport = "sim"
+gpus = "sim"
+time_scale = 0.02
+[hosts.demo-a.sim]
+gpu_count = 8
+gpu_total_mib = 97887
+[hosts.demo-b]
+transport = "sim"
+gpus = "sim"
+time_scale = 0.02
+[hosts.demo-b.sim]
+gpu_count = 8
+gpu_total_mib = 97887
+
+[hosts.demo-a.services.k26]
+engine = "sglang"
+url = "http://127.0.0.1:{port}"
+template = "sglang-k26x2@.service"
+model_config = "{model}"
+nodes = ["demo-a", "demo-b"]
+dist_port = {dist}
+ras_port = {ras}
+layouts = [{{ name = "TP16", args = "--tp-size 16", nodes = 2 }}, {{ name = "PP2 TP8", args = "--tp-size 8 --pp-size 2", nodes = 2 }}, "TP8"]
+"""
+
+
+@pytest.fixture
+async def cluster(tmp_path):
+    text = CONFIG.format(port=free_port(), model=KIMI, dist=free_port(), ras=free_port())
+    config = parse_config(text.encode(), "hosts.toml", base_dir=tmp_path)
+    hosts = open_hosts(config, state_dir=tmp_path)
+    yield hosts
+    for host in hosts:
+        await host.services.stop_all()
+        await host.close()
+    deadline = time.monotonic() + 3.0
+    while engine_pids(tmp_path) and time.monotonic() < deadline:  # noqa: ASYNC110 (other processes)
+        await asyncio.sleep(0.05)
+    assert engine_pids(tmp_path) == []
+
+
+async def group_within(head, service, state: str, timeout_s: float):
+    deadline = time.monotonic() + timeout_s
+    while True:
+        status = await service_status(head, service)
+        if status.group == state or time.monotonic() > deadline:
+            return status
+        await asyncio.sleep(0.1)
+
+
+async def test_tp16_starts_on_both_nodes_and_each_is_judged_on_its_own(cluster) -> None:
+    head, worker = cluster
+    service = head.config.services[0]
+    events: list = []
+    result = await switch_layout(head, service, "TP16", timeout_s=60, on_event=events.append)
+    assert result.outcome == READY, result.reason
+    starts = [e.detail for e in events if isinstance(e, StepEvent) and e.step == "start"]
+    assert starts == ["starting sglang-k26x2@tp16.service on demo-a (node-rank 0 of 2)",
+                      "starting sglang-k26x2@tp16.service on demo-b (node-rank 1 of 2)"]  # head first
+    assert {e.node for e in events if e.kind == "phase"} == {"demo-a", "demo-b"}
+    status = await service_status(head, service)
+    doc = status.to_json()
+    assert doc["health"]["status"] == "ready" and doc["group"] == "alive"
+    assert [(n["host"], n["ranks"], n["state"]) for n in doc["ranks"]] == [
+        ("demo-a", [0, 7], "alive"), ("demo-b", [8, 15], "alive")]
+    node_file = await worker.services.read_file("/etc/serve-console/k26.node.env")
+    dist = service.cluster.dist_port
+    assert f"--nnodes 2 --node-rank 1 --dist-init-addr 127.0.0.1:{dist}" in node_file
+
+
+async def test_a_wedged_worker_then_a_dead_one_fail_the_group_while_the_head_answers_200(cluster) -> None:
+    head, worker = cluster
+    service = head.config.services[0]
+    assert (await switch_layout(head, service, "TP16", timeout_s=60)).outcome == READY
+    pid = (await worker.services.state("sglang-k26x2@tp16.service")).main_pid
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        wedged = await group_within(head, service, "unresponsive", 5)
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    assert wedged.group == "unresponsive" and wedged.health.status == "ready"
+    assert "stopped (state T)" in wedged.ranks[1].detail
+    os.kill(pid, signal.SIGKILL)
+    dead = await group_within(head, service, "dead", 5)
+    assert dead.group == "dead" and dead.health.status == "ready"  # the head still answers 200
+    node = dead.ranks[1]
+    assert node.host == "demo-b" and node.state == "dead" and node.cause is not None
+    assert "killed by signal 9/KILL" in node.cause.summary  # triaged from demo-b's own journal
+    again = await switch_layout(head, service, "TP16", timeout_s=60, restart_ready=False)
+    assert again.outcome == READY  # not 'unchanged': a dead node is no running layout
+    assert (await service_status(head, service)).group == "alive"
+
+
+async def test_a_rendezvous_that_waits_is_named_with_its_address(cluster, monkeypatch) -> None:
+    from console.ops.switch import group_watch
+
+    monkeypatch.setattr(group_watch, "RENDEZVOUS_NOTE_S", 0.5)
+    head, worker = cluster
+    service = head.config.services[0]
+    # the worker's node file keeps lines the console does not own: this one makes it never dial the head
+    await worker.services.write_file("/etc/serve-console/k26.node.env", "SERVE_CONSOLE_SIM_FAIL=rendezvous\n")
+    events: list = []
+    result = await switch_layout(head, service, "TP16", timeout_s=3, rollback=False, on_event=events.append)
+    assert result.outcome == TIMEOUT
+    notes = [e.detail for e in events if isinstance(e, StepEvent) and e.step == "rendezvous"]
+    assert notes and f"every node waits at the rendezvous (127.0.0.1:{service.cluster.dist_port})" in notes[0]
+
+
+async def test_stop_and_restart_act_on_every_node(cluster) -> None:
+    head, worker = cluster
+    service = head.config.services[0]
+    assert (await switch_layout(head, service, "PP2 TP8", timeout_s=60)).outcome == READY
+    restarted = await restart_service(head, service, timeout_s=60)
+    assert restarted.outcome == READY and restarted.layout == "PP2 TP8"
+    stopped = await stop_service(head, service)
+    assert stopped.outcome == "stopped" and "on demo-b, demo-a" in stopped.reason
+    for node in (head, worker):
+        assert not (await node.services.state("sglang-k26x2@pp2tp8.service")).is_running

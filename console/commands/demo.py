@@ -29,6 +29,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "(default: SERVE_CONSOLE_SIM_TIME_SCALE, else the demo config's)",
     )
     parser.add_argument("--json", action="store_true", help="JSON lines instead of the human report")
+    parser.add_argument("--nodes", action="store_true",
+                        help="the two-host story instead: DeepSeek-V3 TP16 over demo-a and demo-b, a worker "
+                        "killed, the dead node named while the head answers 200")  # fmt: skip
     parser.set_defaults(func=run)
 
 
@@ -55,10 +58,18 @@ def run(args: argparse.Namespace) -> int:
     for note in notes:
         print(f"serve-console demo: {note}", file=sys.stderr)
     host_cfg = config.hosts[0]
+
+    def story(state_root: Path):
+        if args.nodes:
+            from console.commands.demo_nodes import nodes_story
+
+            return nodes_story(config, state_root, args.json)
+        return _story(host_cfg, state_root, args.json)
+
     if os.environ.get(STATE_DIR_ENV):
-        return asyncio.run(_story(host_cfg, Path(os.environ[STATE_DIR_ENV]), args.json))
+        return asyncio.run(story(Path(os.environ[STATE_DIR_ENV])))
     with tempfile.TemporaryDirectory(prefix="serve-console-demo-") as tmp:
-        return asyncio.run(_story(host_cfg, Path(tmp), args.json))
+        return asyncio.run(story(Path(tmp)))
 
 
 def _operators_config(path: str | None):

@@ -19,9 +19,11 @@ from console.config.model import (
     SimConfig,
     UiConfig,
 )
+from console.config.nodes import with_nodes
 from console.config.watch import WatchConfig
 
 __all__ = [
+    "with_nodes",
     "CONFIG_NAME",
     "DROP_IN",
     "ENV_FILE",

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
-from console.config import ConsoleConfig, HostConfig, ServiceConfig, demo_config_path, load_config
+from console.config import ConsoleConfig, HostConfig, ServiceConfig, demo_config_path, load_config, with_nodes
 
 #: Overrides where the per-port lock files live (tests keep theirs apart from a running demo's).
 PORT_LOCK_DIR_ENV = "SERVE_CONSOLE_PORT_LOCK_DIR"
@@ -51,7 +51,7 @@ def load_demo_config(owns_busy_port: OwnsPort | None = None) -> tuple[ConsoleCon
     notes: list[str] = []
     owns = owns_busy_port or (lambda _h, _s: False)
     hosts = tuple(_with_reserved_ports(host, notes, owns) for host in config.hosts)
-    return dataclasses.replace(config, hosts=hosts), notes
+    return dataclasses.replace(config, hosts=with_nodes(hosts)), notes  # the nodes see the moved ports
 
 
 def release_demo_ports() -> None:
@@ -75,8 +75,22 @@ def _with_reserved_ports(host: HostConfig, notes: list[str], owns: OwnsPort) -> 
             free = _reserve_another(address, port)
             service = dataclasses.replace(service, url=urlunsplit(url._replace(netloc=f"{address}:{free}")))
             notes.append(f"{host.name}/{service.name}: port {port} {why}; the demo serves on {free}")
-        services.append(service)
+        services.append(_with_cluster_ports(host, service, notes))
     return dataclasses.replace(host, services=tuple(services))
+
+
+def _with_cluster_ports(host: HostConfig, service: ServiceConfig, notes: list[str]) -> ServiceConfig:
+    """A service over several hosts also listens on its rendezvous and RAS ports: reserved as its URL's."""
+    cluster = service.cluster
+    if cluster is None:
+        return service
+    ports = {}
+    for key in ("dist_port", "ras_port"):
+        port = getattr(cluster, key)
+        if _unavailable("127.0.0.1", port, lambda: False) is not None:
+            ports[key] = _reserve_another("127.0.0.1", port)
+            notes.append(f"{host.name}/{service.name}: {key} {port} is taken; the demo uses {ports[key]}")
+    return dataclasses.replace(service, cluster=dataclasses.replace(cluster, **ports)) if ports else service
 
 
 def _unavailable(address: str, port: int, owned: Callable[[], bool]) -> str | None:

@@ -58,7 +58,7 @@ class ConsoleCommands(Provider):
             screen = app.host_screen(host)
             if screen is None:
                 return
-            names = [s.name for s in screen.host.config.services]
+            names = [s.name for s in screen.services]
             if service in names and screen.service.name != service:
                 screen.service_index = names.index(service)
                 screen.refresh(recompose=True)

@@ -50,7 +50,8 @@ def test_busy_demo_port_moves_to_a_free_one() -> None:
         assert moved.hostname == address and moved.port != port
         (note,) = kimi_notes(notes)
         assert f"port {port} is in use" in note
-        with socket.socket() as probe:  # the new port is really free
+        with socket.socket() as probe:  # the new port is really free (TIME_WAIT of an earlier test is not held)
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             probe.bind((moved.hostname, moved.port))
 
 

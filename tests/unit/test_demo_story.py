@@ -39,3 +39,25 @@ def test_the_story_prints_no_literal_newline(tmp_path):
         assert "Stopping the demo's units..." in lines
     finally:
         kill_leftovers(tmp_path)
+
+
+def test_the_two_host_story_names_the_dead_worker_while_the_head_answers_200(tmp_path):
+    """`demo --nodes` (issue 20): TP16 over demo-a and demo-b, demo-b's engine killed, the dead node named
+    at once with its cause from demo-b's own journal, the head's /health still 200."""
+    import json
+
+    try:
+        run = subprocess.run([sys.executable, "-m", "console", "demo", "--nodes", "--json", "--time-scale", "0.03"],
+                             cwd=REPO, env=story_env(tmp_path), capture_output=True, text=True, timeout=180)  # fmt: skip
+        assert run.returncode == 0, run.stderr
+        events = [json.loads(line) for line in run.stdout.splitlines()]
+        assert {e.get("node") for e in events if e["event"] == "phase"} == {"demo-a", "demo-b"}
+        verdict = events[-1]
+        assert verdict["event"] == "verdict" and verdict["after_s"] < 2.0
+        assert verdict["health"]["http_status"] == 200 and verdict["group"] == "dead"
+        worker = verdict["ranks"][1]
+        assert (worker["host"], worker["state"], worker["ranks"]) == ("demo-b", "dead", [8, 15])
+        assert "killed by signal 9/KILL" in worker["cause"]["summary"]
+        assert engine_pids(tmp_path) == []
+    finally:
+        kill_leftovers(tmp_path)

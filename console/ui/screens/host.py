@@ -58,8 +58,13 @@ class HostScreen(ReachesConsole, NotifiesWorkerErrors, HostChanges, Screen[None]
         self.switching = False
 
     @property
+    def services(self) -> tuple[ServiceConfig, ...]:
+        """The host's services, then those of other hosts it is a node of (a worker host has only these)."""
+        return (*self.host.config.services, *self.host.config.node_of)
+
+    @property
     def service(self) -> ServiceConfig:
-        return self.host.config.services[self.service_index]
+        return self.services[self.service_index]
 
     def compose(self) -> ComposeResult:
         app = self.console
@@ -95,7 +100,11 @@ class HostScreen(ReachesConsole, NotifiesWorkerErrors, HostChanges, Screen[None]
         self.set_class(self.size.width < SLIM_COLUMNS, "-slim")
 
     def _set_sub_title(self) -> None:
-        self.sub_title = self.service.name + (" · read-only" if self.console.readonly else "")
+        node = ""
+        if self.service in self.host.config.node_of and self.service.cluster is not None:  # a worker host
+            nodes = self.service.cluster.nodes
+            node = f" · node-rank {nodes.index(self.host.name)} of {nodes[0]}"
+        self.sub_title = self.service.name + node + (" · read-only" if self.console.readonly else "")
 
     def on_screen_resume(self) -> None:
         # A modal (picker, confirmation, help, palette) closed: keys go to the journal again.
@@ -158,8 +167,8 @@ class HostScreen(ReachesConsole, NotifiesWorkerErrors, HostChanges, Screen[None]
         self.query_one(GpuPane).toggle_processes()
 
     def action_next_service(self) -> None:
-        if len(self.host.config.services) > 1 and not self.switching:
-            self.service_index = (self.service_index + 1) % len(self.host.config.services)
+        if len(self.services) > 1 and not self.switching:
+            self.service_index = (self.service_index + 1) % len(self.services)
             self.last_view = None
             self._set_sub_title()
             self.refresh(recompose=True)

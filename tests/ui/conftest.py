@@ -29,9 +29,7 @@ def free_port() -> int:
 
 def demo_config_on_free_port():
     """The packaged demo cluster, each service moved to a free loopback port (tests run side by side)."""
-    from console.config import demo_config_path, load_config
-
-    from console.config import with_nodes
+    from console.config import demo_config_path, load_config, with_nodes
 
     config = load_config(demo_config_path())
     hosts = []

@@ -39,6 +39,7 @@ def say(line: str) -> None:
 def run(args: argparse.Namespace) -> int:
     from console.factory import open_host
     from console.ops.audit import open_audit
+    from console.ops.ranks import rank_liveness
     from console.ops.watch import WatchDaemon, build_sinks, open_alert_store
 
     config = load(args)
@@ -62,7 +63,8 @@ def run(args: argparse.Namespace) -> int:
         for sig in (signal.SIGTERM, signal.SIGHUP):  # systemd's stop: end the way Ctrl-C does, cleanly
             asyncio.get_running_loop().add_signal_handler(sig, task.cancel)
         hosts = [open_host(config.host(n)) for n in dict.fromkeys(names)]  # type: ignore[arg-type]
-        daemon = WatchDaemon(hosts, config, store, sinks, say=say, on_transition=report, audit=audit)
+        daemon = WatchDaemon(hosts, config, store, sinks, say=say, on_transition=report, audit=audit,
+                             rank_source=rank_liveness)  # each node of a service over several hosts
         try:
             await daemon.run()
         except asyncio.CancelledError:

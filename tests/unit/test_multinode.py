@@ -15,6 +15,7 @@ from sim_fixtures import KIMI, engine_pids, free_port
 
 from console.config import parse_config
 from console.factory import open_hosts
+from console.ops.ranks import rank_liveness
 from console.ops.status import service_status
 from console.ops.switch import READY, StepEvent, restart_service, stop_service, switch_layout
 
@@ -110,6 +111,9 @@ async def test_a_wedged_worker_then_a_dead_one_fail_the_group_while_the_head_ans
     node = dead.ranks[1]
     assert node.host == "demo-b" and node.state == "dead" and node.cause is not None
     assert "killed by signal 9/KILL" in node.cause.summary  # triaged from demo-b's own journal
+    watched = await rank_liveness(head, service)  # what the watch daemon's ServeRankDead rule reads
+    assert [(r.host, r.alive) for r in watched] == [("demo-a", True), ("demo-b", False)]
+    assert watched[1].rank == "node-rank 1 (ranks 8-15)" and "failed" in watched[1].detail
     again = await switch_layout(head, service, "TP16", timeout_s=60, restart_ready=False)
     assert again.outcome == READY  # not 'unchanged': a dead node is no running layout
     assert (await service_status(head, service)).group == "alive"

@@ -96,3 +96,23 @@ async def test_a_wedged_then_a_killed_worker_is_named_over_ssh_while_the_head_an
     stopped = await stop_service(head, service)
     assert stopped.outcome == "stopped"
     assert not (await head.services.state(UNIT)).is_running
+
+
+@pytest.mark.parametrize(("nic", "words"), [
+    ("eth9", "tb2: nic = 'eth9' is no interface there"),
+    ("eth0", "tb2 reaches the head's 10.232.0.1 by cl0, not by nic = 'eth0'"),
+])  # fmt: skip
+async def test_a_nic_that_does_not_reach_the_head_is_refused_before_anything_stops(testbed, tmp_path, nic,
+                                                                                   words) -> None:
+    if len(testbed.hosts) < 2 or not all(h.cluster_address for h in testbed.hosts[:2]):
+        pytest.skip("needs two test hosts with a cluster network (SERVE_CONSOLE_TESTBED_HOSTS >= 2)")
+    text = CONFIG.format(ssh_config=testbed.ssh_config, head=testbed.hosts[0].cluster_address)
+    config = parse_config(text.replace('nic = "cl0"', f'nic = "{nic}"').encode(), "hosts.toml", base_dir=tmp_path)
+    hosts = open_hosts(config)
+    try:
+        result = await switch_layout(hosts[0], hosts[0].config.services[0], "TP16", timeout_s=60)
+        assert result.outcome == "refused" and words in result.reason, result.reason
+        assert not (await hosts[1].services.state(UNIT)).is_running
+    finally:
+        for host in hosts:
+            await host.close()

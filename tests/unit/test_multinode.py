@@ -144,3 +144,15 @@ async def test_stop_and_restart_act_on_every_node(cluster) -> None:
     assert stopped.outcome == "stopped" and "on demo-b, demo-a" in stopped.reason
     for node in (head, worker):
         assert not (await node.services.state("sglang-k26x2@pp2tp8.service")).is_running
+
+
+def test_the_program_and_model_of_a_units_execstart() -> None:
+    from console.ops.switch.node_preflight import exec_program
+
+    show = ("ExecStart={ path=/usr/bin/python3 ; argv[]=/usr/bin/python3 -m sglang.launch_server --model-path "
+            "/models/DeepSeek-V3 --tp-size 16 --nnodes 2 ; ignore_errors=no ; start_time=[n/a] ; stop_time=[n/a] ; "
+            "pid=0 ; code=(null) ; status=0/0 }\n")  # systemd 252's shape
+    assert exec_program(show) == ("/usr/bin/python3 -m sglang.launch_server", "/models/DeepSeek-V3")
+    vllm = "ExecStart={ path=/opt/vllm/bin/vllm ; argv[]=/opt/vllm/bin/vllm serve /models/ds3 -tp 8 ; ignore_errors=no }"
+    assert exec_program(vllm) == ("/opt/vllm/bin/vllm", "/models/ds3")
+    assert exec_program("ExecStart=\n") is None

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from console.config import DROP_IN, LayoutConfig
 from console.domain.models import Finding, FindingClass, Phase
 from console.errors import ConsoleError
+from console.hosts.base import Host
 from console.ops.cluster import node_hosts, places
 from console.ops.status import unit_states
 from console.ops.switch.events import FAILED
@@ -49,6 +50,11 @@ async def start_over_nodes(
                     starter.step(layout.name, t0, "stop", f"stopping {state.unit} on {node.name}",
                                  unit=state.unit, rollback=rollback)  # fmt: skip
                     await node.services.stop(state.unit)
+        action = "start"
+        holder = await _rendezvous_holder(hosts[0], service.cluster.dist_port)
+        if holder is not None:  # nothing of the service runs now: another program has the head's port
+            raise ConsoleError(f"the rendezvous port {service.cluster.dist_port} on {hosts[0].name} is held by "
+                               f"{holder}; free it, or set dist_port")  # fmt: skip
         cursors: list[str | None] = []
         for rank, (node, file) in enumerate(zip(used, written, strict=True)):
             if file is not None:
@@ -75,3 +81,13 @@ async def start_over_nodes(
                  "health", unit=unit, rollback=rollback)  # fmt: skip
     watch = GroupWatch(starter, used, unit, layout=layout.name, started_mono=t0, rollback=rollback)
     return await watch.run(cursors, timeout_s=starter.timeout_s)
+
+
+async def _rendezvous_holder(head: Host, port: int) -> str | None:
+    """Who listens on the head's rendezvous port, once every unit of the service has stopped."""
+    if head.port_holder is None:
+        return None
+    try:
+        return await head.port_holder(port)
+    except Exception:  # the host cannot say: the engine's own error will, if the port is taken
+        return None

@@ -34,6 +34,7 @@ from console.ops.switch.events import (
     SwitchResult,
 )
 from console.ops.switch.locks import ServiceBusy, lock_name, switch_locks
+from console.ops.switch.node_preflight import node_problems
 from console.ops.switch.start import EventSink, LayoutStarter
 
 if TYPE_CHECKING:
@@ -164,6 +165,13 @@ class _Switch(LayoutStarter):
                 reason=reason, from_layout=from_layout, unit=unit, detected_after_s=0.0,
                 elapsed_s=time.monotonic() - t0, started_at=now, verdict_at=now,
             )  # fmt: skip
+        if layout.nodes > 1:  # nodes that answer, run the same engine and model, and reach the head by `nic`
+            problems = await node_problems(self.host, self.service, layout)
+            if problems and not force:
+                reason = f"preflight: {'; '.join(problems)} (use --force to try anyway)"
+                return self.refused(layout, reason, force, elapsed_s=time.monotonic() - t0, from_layout=from_layout)
+            self.step(layout.name, t0, "preflight", f"{layout.nodes} nodes: " + ("; ".join(problems) + "; forced"
+                      if problems else "each answers, runs the same engine and model, reaches the head"))  # fmt: skip
         capacity = await host_capacity(self.host)
         fit = fit_layout(self.service, layout, capacity)
         fit_json = fit.to_json() if fit is not None else None

@@ -29,6 +29,8 @@ async def test_a_killed_worker_is_a_dead_node_on_the_heads_screen_while_it_answe
         panel = screen.query_one(SwitchPanel)
         assert await wait_for(pilot, lambda: panel.finished and not screen.switching, timeout_s=60)
         assert panel.outcome == "ready", screen_text(app)
+        lines = {step[1]: step[2] for step in panel.steps}  # each node's phases on its own line
+        assert lines["phases demo-a"].endswith("ready") and "loading weights" in lines["phases demo-b"]
         assert await wait_for(pilot, lambda: screen.last_view is not None and screen.last_view.group == "alive")
 
         worker = app.hosts["demo-b"]

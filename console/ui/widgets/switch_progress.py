@@ -120,7 +120,7 @@ class SwitchPanel(Widget):
                 self._add(elapsed, "ROLLBACK" if ev.step == "rollback" else ev.step, ev.detail or ev.unit or "",
                           rollback)
         elif isinstance(ev, PhaseEvent):
-            self._add_phase(elapsed, ev.phase.value.replace("_", " "), rollback)
+            self._add_phase(elapsed, ev.phase.value.replace("_", " "), rollback, ev.node)
             if ev.phase.value == "loading_weights":
                 self.query_one(ProgressBar).update(progress=0)
         elif isinstance(ev, ProgressEvent):
@@ -167,17 +167,21 @@ class SwitchPanel(Widget):
         self.steps.append(step)
         self._render_steps()
 
-    def _add_phase(self, elapsed: float | None, phase: str, rollback: bool) -> None:
-        """Phases of one start share a line, so the steps that tell the story stay in view."""
-        what = "↺ phases" if rollback else "phases"
-        if self.steps and self.steps[-1][1] == what:
-            _, _, detail, tone = self.steps[-1]
+    def _add_phase(self, elapsed: float | None, phase: str, rollback: bool, node: str | None = None) -> None:
+        """Phases of one start share a line, so the steps that tell the story stay in view; over several
+        hosts each node has its line (`phases demo-b`), so a node left behind at a phase shows."""
+        what = ("↺ phases" if rollback else "phases") + (f" {node}" if node else "")
+        recent = [i for i in range(len(self.steps) - 1, max(len(self.steps) - 8, -1), -1)
+                  if self.steps[i][1] == what]  # fmt: skip
+        if recent:
+            i = recent[0]
+            _, _, detail, tone = self.steps[i]
             if detail.rsplit(" › ", 1)[-1] != phase:
-                self.steps[-1] = (elapsed if isinstance(elapsed, int | float) else None, what,
-                                  f"{detail} › {phase}", tone)
+                self.steps[i] = (elapsed if isinstance(elapsed, int | float) else None, what,
+                                 f"{detail} › {phase}", tone)
             self._render_steps()
         else:
-            self._add(elapsed, "phases", phase, rollback)
+            self._add(elapsed, "phases" + (f" {node}" if node else ""), phase, rollback)
 
     def _render_steps(self) -> None:
         s = self.get_component_rich_style

@@ -35,7 +35,7 @@ gpus = "sim"
 time_scale = 0.02
 [hosts.demo-b.sim]
 gpu_count = 8
-gpu_total_mib = 97887
+gpu_total_mib = {worker_mib}
 
 [hosts.demo-a.services.k26]
 engine = "sglang"
@@ -50,8 +50,9 @@ layouts = [{{ name = "TP16", args = "--tp-size 16", nodes = 2 }}, {{ name = "PP2
 
 
 @pytest.fixture
-async def cluster(tmp_path):
-    text = CONFIG.format(port=free_port(), model=KIMI, dist=free_port(), ras=free_port())
+async def cluster(tmp_path, request):
+    worker_mib = getattr(request, "param", 97887)  # a smaller worker GPU: its own OOM
+    text = CONFIG.format(port=free_port(), model=KIMI, dist=free_port(), ras=free_port(), worker_mib=worker_mib)
     config = parse_config(text.encode(), "hosts.toml", base_dir=tmp_path)
     hosts = open_hosts(config, state_dir=tmp_path)
     yield hosts
@@ -156,3 +157,15 @@ def test_the_program_and_model_of_a_units_execstart() -> None:
     vllm = "ExecStart={ path=/opt/vllm/bin/vllm ; argv[]=/opt/vllm/bin/vllm serve /models/ds3 -tp 8 ; ignore_errors=no }"
     assert exec_program(vllm) == ("/opt/vllm/bin/vllm", "/models/ds3")
     assert exec_program("ExecStart=\n") is None
+
+
+@pytest.mark.parametrize("cluster", [40960], indirect=True)
+async def test_a_workers_own_oom_is_the_cause_named_with_its_node(cluster) -> None:
+    """demo-b's GPUs are 40 GiB, not 96: its ranks run out of memory loading TP16 while the head waits at
+    its next collective; the switch names the worker's OOM, on demo-b, from demo-b's journal."""
+    head, _ = cluster
+    service = head.config.services[0]
+    result = await switch_layout(head, service, "TP16", timeout_s=60, rollback=False)
+    assert result.outcome == "failed", result.reason
+    assert result.failure.cls.value == "cuda_oom", result.reason
+    assert result.failure.summary.startswith("on demo-b (node-rank 1): ")

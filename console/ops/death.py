@@ -63,19 +63,20 @@ async def last_ended(host: Host, states: Sequence[UnitState]) -> UnitState | Non
     """The unit whose run ended last, when none runs; None when one runs or none has run.
 
     Real systemd unloads an inactive template instance, and with it every timestamp (`since` is None
-    then), so where no unit says when it stopped, the one whose journal ends last is taken.
+    then), at its own moment for each unit: where a unit does not say when it stopped, its journal's last
+    entry does.
     """
     if any(s.is_running for s in states):
         return None
-    dated = [s for s in states if s.since]
-    if dated:
-        return max(dated, key=lambda s: (s.since or 0.0, s.is_failed))
     last: tuple[float, UnitState] | None = None
     for state in states:
-        with contextlib.suppress(Exception):
-            async for entry in host.services.journal(state.unit, follow=False, lines=1):
-                if entry.ts is not None and (last is None or entry.ts > last[0]):
-                    last = (entry.ts, state)
+        when = state.since
+        if when is None:
+            with contextlib.suppress(Exception):
+                async for entry in host.services.journal(state.unit, follow=False, lines=1):
+                    when = entry.ts
+        if when is not None and (last is None or when > last[0]):
+            last = (when, state)
     return last[1] if last is not None else None
 
 

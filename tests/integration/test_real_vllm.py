@@ -4,8 +4,10 @@ the console over SSH exactly as it drives a GPU host.
 The tests run in file order and share the engine on tb1: TP1 comes up (the real lines give the phases),
 serves a probe while status reads its real /metrics, shows in the TUI's host screen, a too-long context
 fails from the engine's own words and is rolled back, a `kill -9` of the engine core is named a failure
-with its cause although the server then exits 0, and an explore from there measures TP1, fails PP2 (it
-comes up, then dies on its first request) and leaves TP1 running. Six starts of the real engine in all.
+with its cause although the server then exits 0, a KV cache too small for one request fails and is
+rolled back to TP1, and an explore from there fails PP2 (it comes up, then dies on its first request),
+measures TP1 and leaves it running. Seven starts of the real engine in all: one more than the issue's
+six, since two failures rolled back and an explore that ends healthy need a start each.
 
 The host declares `gpus = "none"`: a CPU engine has no GPU capacity, so the fit preflight has no verdict
 and never refuses these layouts (docs/testing.md, "A real vLLM").
@@ -32,8 +34,9 @@ from console.ops.switch import FAILED, READY, PhaseEvent, switch_layout
 pytestmark = pytest.mark.integration
 
 HOST = "tb1"
-UNITS = {"TP1": "vllm-tiny@tp1.service", "LONGCTX": "vllm-tiny@max-model-len.service", "PP2": "vllm-tiny@pp2.service"}
-SHAPES = {"TP1": Layout(tp=1), "LONGCTX": Layout(tp=1), "PP2": Layout(pp=2)}
+UNITS = {"TP1": "vllm-tiny@tp1.service", "LONGCTX": "vllm-tiny@max-model-len.service",
+         "SMALLKV": "vllm-tiny@kv-too-small.service", "PP2": "vllm-tiny@pp2.service"}
+SHAPES = {"TP1": Layout(tp=1), "LONGCTX": Layout(tp=1), "SMALLKV": Layout(tp=1), "PP2": Layout(pp=2)}
 START_TIMEOUT_S = 240  # a cold start on two loaded cores; healthy in 20-40 s
 
 
@@ -174,20 +177,41 @@ async def test_5_kill_9_of_the_engine_core_is_a_failure_with_its_cause(real_vllm
         doc = status.to_json()
         assert doc["death"]["kind"] == FindingClass.ENGINE_DIED.value, doc
         assert "engine core exited unexpectedly" in doc["death"]["summary"]
-        assert doc["death"]["unit"] == UNITS["TP1"] and doc["death"]["unit_active"] == "inactive"  # a clean exit
-        tp1 = next(u for u in doc["units"] if u["unit"] == UNITS["TP1"])
-        assert tp1["result"] == "success", tp1  # systemd saw nothing fail
+        assert doc["death"]["unit"] == UNITS["TP1"] and doc["death"]["unit_active"] in ("deactivating", "inactive")
         state["timings"].append(f"kill -9 named after {time.time() - killed:.1f} s")
+        await wait_until(lambda: _ended(host), 30, "the API server's own exit")
+        tp1 = await host.services.state(UNITS["TP1"])
+        assert tp1.result == "success", tp1  # systemd saw nothing fail: the server exited 0
     finally:
         await host.close()
 
 
-async def test_6_an_explore_fails_pp2_and_leaves_tp1_running(real_vllm) -> None:
+async def _ended(host) -> bool:
+    return (await host.services.state(UNITS["TP1"])).active == "inactive"
+
+
+async def test_6_a_kv_cache_too_small_fails_from_the_engines_words_and_rolls_back(real_vllm) -> None:
+    """TP1 is dead (test 5): the rollback goes to the last layout that was ready, TP1."""
+    bed, state = real_vllm
+    host = open_host(bed)
+    try:
+        result = await switch_layout(host, "tiny", "SMALLKV", audit=state["audit"], timeout_s=START_TIMEOUT_S)
+        assert result.outcome == FAILED, result.reason
+        assert result.failure is not None and result.failure.cls is FindingClass.KV_CACHE_TOO_SMALL, result.reason
+        assert result.detected_after_s is not None and result.detected_after_s < 2.0
+        assert result.rollback is not None and result.rollback.layout == "TP1" and result.rollback.outcome == READY
+        state["timings"].append(f"kv_cache_too_small named {result.detected_after_s:.3f} s after its line, "
+                                f"rolled back in {result.rollback.elapsed_s:.1f} s")  # fmt: skip
+    finally:
+        await host.close()
+
+
+async def test_7_an_explore_fails_pp2_measures_tp1_and_leaves_it_running(real_vllm) -> None:
     bed, state = real_vllm
     host = open_host(bed)
     store = ResultsStore.beside(state["audit"])
     try:
-        options = ExploreOptions(layouts=("TP1", "PP2"), probe=ProbeOptions(concurrency=(2,), num_prompts=4,
+        options = ExploreOptions(layouts=("PP2", "TP1"), probe=ProbeOptions(concurrency=(2,), num_prompts=4,
                                  input_len=32, output_len=32), switch_timeout_s=START_TIMEOUT_S)  # fmt: skip
         result = await Explore(host, tiny_service(), audit=state["audit"], store=store).run(options)
         outcomes = {r.layout: r.outcome for r in result.layouts}

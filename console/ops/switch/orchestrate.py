@@ -15,10 +15,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import TYPE_CHECKING
 
 from console.config import LayoutConfig, ServiceConfig
+from console.domain.models import Engine
 from console.errors import ConsoleError, UsageError
 from console.hosts.base import Host
 from console.ops.fit_check import fit_layout, host_capacity, layouts_that_fit
@@ -100,6 +102,10 @@ async def switch_layout(
         result = run.refused(layout, reason, force, elapsed_s=time.monotonic() - t0, from_layout=from_layout)
     run.emit(ResultEvent(layout=result.layout, elapsed_s=result.elapsed_s, result=result))
     return result
+
+
+#: How long an engine whose start failed may take to exit on its own before the rollback stops it.
+FAILED_EXIT_S = 15.0
 
 
 class _Switch(LayoutStarter):
@@ -217,10 +223,27 @@ class _Switch(LayoutStarter):
             return failed
         t0 = time.monotonic()
         self.step(target.name, t0, "rollback", f"rolling back to {target.name}", rollback=True)
+        if failed.outcome == FAILED and self.service.engine is Engine.VLLM:
+            await self.let_exit(failed.unit)
         back = await self.start(
             target, from_layout=failed.layout, forced=True, fit_json=None, t0=t0, rollback_of=failed.audit_id
         )
         return _with_rollback(failed, back)
+
+
+    async def let_exit(self, unit: str | None) -> None:
+        """Give a vLLM whose start failed FAILED_EXIT_S to exit on its own before it is stopped: a stop in
+        its shutdown path can hang it (a real vLLM 0.32 whose engine core failed to start ignored SIGTERM
+        there until systemd's 90 s TimeoutStopSec; left alone it exits 1 within seconds). SGLang's
+        launcher may wait forever after a failed rank (sglang PR #20287): it is stopped at once."""
+        deadline = time.monotonic() + FAILED_EXIT_S
+        while unit is not None and time.monotonic() < deadline:
+            try:
+                if not (await self.host.services.state(unit)).is_running:
+                    return
+            except ConsoleError:
+                return
+            await asyncio.sleep(max(self.state_poll_s, 0.2))
 
 
 def _with_rollback(failed: SwitchResult, back: SwitchResult) -> SwitchResult:

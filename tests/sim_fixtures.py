@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import socket
 import sys
 import textwrap
@@ -24,6 +25,20 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def demo_config_copy(folder: Path) -> Path:
+    """The packaged demo cluster written to folder/hosts.toml: every engine URL, rendezvous and RAS port moved
+    to a free one (so a test never meets another demo), every model path absolute."""
+    from console.config import demo_config_path
+
+    source = demo_config_path()
+    text = re.sub(r"http://127\.0\.0\.1:\d+", lambda _m: f"http://127.0.0.1:{free_port()}", source.read_text())
+    text = re.sub(r"^(dist_port|ras_port)( *)= *\d+", lambda m: f"{m[1]}{m[2]}= {free_port()}", text, flags=re.M)
+    text = text.replace('model_config = "models/', f'model_config = "{source.parent / "models"}/')
+    path = folder / "hosts.toml"
+    path.write_text(text)
+    return path
 
 
 def layouts(*specs: tuple[str, Layout]) -> tuple[LayoutConfig, ...]:

@@ -11,23 +11,13 @@ import time
 from pathlib import Path
 
 import pytest
-from sim_fixtures import engine_pids, free_port, wait_until
-
-from console.config import demo_config_path
+from sim_fixtures import demo_config_copy, engine_pids, wait_until
 
 
 @pytest.fixture
 def demo_env(tmp_path):
-    """The packaged demo cluster on a free port, with its own state dir; its units stopped at the end."""
-    text = demo_config_path().read_text()
-    model = (demo_config_path().parent / "models" / "moonshotai--Kimi-K2.6.json").resolve()
-    assert "http://127.0.0.1:30000" in text and model.exists()
-    text = text.replace("http://127.0.0.1:30000", f"http://127.0.0.1:{free_port()}")
-    text = text.replace('"models/moonshotai--Kimi-K2.6.json"', json.dumps(str(model)))
-    qwen = (demo_config_path().parent / "models" / "Qwen--Qwen3-235B-A22B-FP8.json").resolve()
-    text = text.replace("http://127.0.0.1:8000", f"http://127.0.0.1:{free_port()}")  # demo-vllm's engine
-    text = text.replace('"models/Qwen--Qwen3-235B-A22B-FP8.json"', json.dumps(str(qwen)))
-    (tmp_path / "hosts.toml").write_text(text)
+    """The packaged demo cluster on free ports, with its own state dir; its units stopped at the end."""
+    demo_config_copy(tmp_path)
     env = dict(
         os.environ, SERVE_CONSOLE_STATE_DIR=str(tmp_path / "state"), SERVE_CONSOLE_SIM_TIME_SCALE="0.03"
     )
@@ -85,7 +75,9 @@ def test_forced_tp4ep2_fails_with_oom_facts_then_rolls_back_to_ep8(demo_env):
     # A second process sees the same units: EP8 runs, healthy, holding GPU memory.
     status = cli(cwd, env, "status", "--json")
     assert status.returncode == 0, status.stderr
-    line, idle = json_lines(status.stdout)  # demo, then demo-vllm with nothing running
+    line, idle, *nodes = json_lines(status.stdout)  # demo, then demo-vllm, demo-a, demo-b with nothing running
+    head, worker = nodes  # demo-a, the head of a service over two hosts, and demo-b, a node of it
+    assert (head["host"], head["active_layout"], worker["event"], worker["head"]) == ("demo-a", None, "node", "demo-a")
     assert idle["host"] == "demo-vllm" and idle["metrics"] is None and idle["metrics_error"] == "no unit running"
     assert line["active_layout"] == "EP8" and line["state"]["active"] == "active"
     assert line["health"]["status"] == "ready"

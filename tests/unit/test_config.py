@@ -32,7 +32,7 @@ FIXTURE_KIMI = REPO / "tests" / "models" / "moonshotai--Kimi-K2.6.json"
 
 def test_demo_cluster_is_the_seed_host() -> None:
     config = load_config(demo_config_path())
-    host, vllm_host = config.hosts
+    host, vllm_host, head, worker = config.hosts
     assert (host.name, host.transport, host.gpus, host.gpu_count) == ("demo", "sim", "sim", 8)
     assert host.sim is not None
     assert host.sim.gpu_total_mib == 97887
@@ -55,7 +55,13 @@ def test_demo_cluster_is_the_seed_host() -> None:
     assert [lc.name for lc in qwen.layouts] == ["TP4", "TP2 PP2", "TP4 EP", "TP2"]
     assert qwen.layout("TP4 EP").layout == Layout(tp=4, ep=4)  # --enable-expert-parallel: EP = TP x DP
     assert qwen.unit_for(qwen.layout("TP4 EP")) == "vllm-qwen3@tp4ep.service"
-    assert config.host(None) is None and host.service(None) is service  # two hosts: --host picks one
+    assert config.host(None) is None and host.service(None) is service  # several hosts: --host picks one
+    # demo-a and demo-b: one DeepSeek-V3 service over both, its head on demo-a.
+    assert [(h.name, h.sim.gpu_count, h.sim.gpu_total_mib) for h in (head, worker)] == [
+        ("demo-a", 8, 97887), ("demo-b", 8, 97887)]
+    (ds3,) = head.services
+    assert ds3.cluster.nodes == ("demo-a", "demo-b") and ds3.layout("TP16").nodes == 2
+    assert worker.services == () or all(s.name == ds3.name for s in worker.services)
 
 
 def test_packaged_model_config_is_verbatim() -> None:
@@ -67,21 +73,25 @@ def test_packaged_model_config_is_verbatim() -> None:
 def test_repo_hosts_toml_describes_the_demo_cluster() -> None:
     repo, demo = load_config(REPO / "hosts.toml"), load_config(demo_config_path())
     assert repo.path == REPO / "hosts.toml"
-    assert [h.name for h in repo.hosts] == ["demo", "demo-vllm"]
+    assert [h.name for h in repo.hosts] == ["demo", "demo-vllm", "demo-a", "demo-b"]
     # Same hosts and services; only the `line` fields differ between the two files.
     strip = _without_lines
     assert [strip(h) for h in repo.hosts] == [strip(h) for h in demo.hosts]
     assert repo.ui == UiConfig()
 
 
-def _without_lines(host):
+def _without_lines(value):
+    """The value with every dataclass's `line` field set to None, however deep (services, nodes, peers)."""
     import dataclasses
 
-    services = tuple(
-        dataclasses.replace(s, line=None, layouts=tuple(dataclasses.replace(lc, line=None) for lc in s.layouts))
-        for s in host.services
-    )
-    return dataclasses.replace(host, line=None, services=services)
+    if isinstance(value, tuple):
+        return tuple(_without_lines(v) for v in value)
+    if not dataclasses.is_dataclass(value) or isinstance(value, type):
+        return value
+    changes = {f.name: _without_lines(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if "line" in changes:
+        changes["line"] = None
+    return dataclasses.replace(value, **changes)
 
 
 def test_every_mapping_and_transport() -> None:
@@ -359,10 +369,13 @@ def test_commented_real_host_blocks_of_the_example_are_valid(tmp_path: Path) -> 
     (tmp_path / "console/sim/models" / KIMI.name).write_bytes(KIMI.read_bytes())
     qwen = REPO / "console/sim/models/Qwen--Qwen3-235B-A22B-FP8.json"
     (tmp_path / "console/sim/models" / qwen.name).write_bytes(qwen.read_bytes())
+    ds3 = REPO / "console/sim/models/deepseek-ai--DeepSeek-V3.json"
+    (tmp_path / "console/sim/models" / ds3.name).write_bytes(ds3.read_bytes())
     (tmp_path / "models/kimi-k2.6/config.json").write_bytes(KIMI.read_bytes())
     (tmp_path / "hosts.toml").write_text(head + "\n".join(uncommented) + "\n")
     config = load_config(tmp_path / "hosts.toml")
-    assert [h.name for h in config.hosts] == ["demo", "demo-vllm", "gpu-node-1", "gpu-node-2", "gpu-node-3"]
+    names = ["demo", "demo-vllm", "demo-a", "demo-b", "gpu-node-1", "gpu-node-2", "gpu-node-3"]
+    assert [h.name for h in config.hosts] == names
     mappings = {s.mapping for h in config.hosts for s in h.services}
     assert mappings == {UNIT_PER_LAYOUT, TEMPLATE, ENV_FILE, DROP_IN}
     seed = config.host("gpu-node-1").service("kimi-k2.6")

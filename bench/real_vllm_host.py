@@ -92,7 +92,8 @@ def ssh(command: str, *, check: bool = True, timeout_s: float = 60) -> subproces
                           capture_output=True, text=True, check=check, timeout=timeout_s)  # fmt: skip
 
 
-def serve_console(config: Path, *args: str, timeout_s: float = 600) -> subprocess.CompletedProcess[str]:
-    """`serve-console ARGS --config CONFIG` as an operator runs it."""
-    argv = [sys.executable, "-m", "console", *args, "--config", str(config)]
+def serve_console(config: Path, *args: str, timeout_s: float = 600,
+                  prefix: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:  # fmt: skip
+    """`serve-console ARGS --config CONFIG` as an operator runs it (`prefix`: e.g. `taskset -c 1`)."""
+    argv = [*prefix, sys.executable, "-m", "console", *args, "--config", str(config)]
     return subprocess.run(argv, capture_output=True, text=True, cwd=REPO, timeout=timeout_s)

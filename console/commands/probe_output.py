@@ -76,6 +76,9 @@ def summary_lines(result: ProbeResult) -> list[str]:
         ]
     if s.truncated:
         lines.append("(--max-duration ended this level early; requests still running were dropped)")
+    if s.whole_streams:
+        lines.append(f"({s.whole_streams} of {s.completed} streams came in one read: this machine kept the client "
+                     "from reading as they streamed; their TTFT and TPOT are not the engine's)")
     lines += [f"failed: {e}" for e in s.errors]
     lines.append("=" * 50)
     return [shown(line) for line in lines]  # the model id and the errors are the server's text

@@ -47,6 +47,12 @@ class RequestResult:
             return None
         return (self.e2e_s - self.ttft_s) / (self.output_tokens - 1)
 
+    @property
+    def read_whole(self) -> bool:
+        """Every chunk of a stream of several came in one read: the client was not reading while the server
+        streamed (its CPU taken), so its TTFT is the whole request and its TPOT 0, not the engine's."""
+        return self.ok and len(self.itl_s) > 0 and max(self.itl_s) == 0.0
+
 
 def percentile(values: Sequence[float], pct: float) -> float | None:
     """The `pct`-th percentile with linear interpolation between closest ranks (numpy's default)."""
@@ -120,6 +126,8 @@ class ProbeSummary:
     """The first few distinct failure messages."""
     truncated: bool = False
     """True when --max-duration ended the level before every prompt was sent and answered."""
+    whole_streams: int = 0
+    """Completed requests whose stream came in one read (`RequestResult.read_whole`)."""
 
     @property
     def ok(self) -> bool:
@@ -173,6 +181,7 @@ class ProbeSummary:
                 out[f"{tail}_{name}_ms"] = getattr(dist, f"{tail}_ms")
         out["errors"] = list(self.errors)
         out["truncated"] = self.truncated
+        out["whole_streams"] = self.whole_streams
         return out
 
 
@@ -210,6 +219,7 @@ def summarize(
         mean_concurrency=sum(r.e2e_s for r in done) / duration_s if duration_s > 0 else 0.0,
         errors=tuple(errors),
         truncated=truncated,
+        whole_streams=sum(r.read_whole for r in done),
     )
 
 

@@ -39,8 +39,7 @@ def say(line: str) -> None:
 def run(args: argparse.Namespace) -> int:
     from console.factory import open_host
     from console.ops.audit import open_audit
-    from console.ops.ranks import rank_liveness
-    from console.ops.watch import WatchDaemon, build_sinks, open_alert_store
+    from console.ops.watch import WatchDaemon, build_sinks, open_alert_store, rank_liveness
 
     config = load(args)
     names = args.host or [h.name for h in config.hosts]

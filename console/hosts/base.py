@@ -12,7 +12,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from console.config import HostConfig
 from console.domain.models import (
@@ -24,8 +24,27 @@ from console.domain.models import (
 )
 from console.hosts.journal_hub import JournalHub
 
-if TYPE_CHECKING:
-    from console.hosts.node_facts import NodeFacts
+Streams = tuple[asyncio.StreamReader, asyncio.StreamWriter]
+
+
+class NodeFacts(Protocol):
+    """What a host tells about itself as one node of a service over several hosts (node_facts.py)."""
+
+    async def process_state(self, pid: int) -> str | None:
+        """The state letter of a process of the host (`R`, `S`, `T`, `Z`), None when it is gone."""
+        ...
+
+    async def route_source(self, destination: str) -> str | None:
+        """The address the host sends from to reach `destination`, None when it cannot say."""
+        ...
+
+    async def dial(self, address: str, port: int) -> Streams:
+        """A TCP connection to `address:port` as the host itself opens it (its loopback is its own).
+
+        Raises:
+            HostError: refused, unreachable or timed out, in one line.
+        """
+        ...
 
 
 @runtime_checkable

@@ -11,35 +11,15 @@ from __future__ import annotations
 
 import asyncio
 import re
-from typing import Protocol
 
 from console.errors import HostError
-from console.hosts.base import Transport
+from console.hosts.base import Streams, Transport
 from console.hosts.procfs import process_state, stat_state
 
 #: `10.0.0.2 dev eth1 src 10.0.0.1 uid 0` in `ip -o route get`.
 _SRC = re.compile(r"\bsrc\s+([0-9A-Fa-f.:]+)")
 _QUICK_S = 5.0
 
-Streams = tuple[asyncio.StreamReader, asyncio.StreamWriter]
-
-
-class NodeFacts(Protocol):
-    async def process_state(self, pid: int) -> str | None:
-        """The state letter of a process of the host (`R`, `S`, `T`, `Z`), None when it is gone."""
-        ...
-
-    async def route_source(self, destination: str) -> str | None:
-        """The address the host sends from to reach `destination`, None when it cannot say."""
-        ...
-
-    async def dial(self, address: str, port: int) -> Streams:
-        """A TCP connection to `address:port` as the host itself opens it (its loopback is its own).
-
-        Raises:
-            HostError: refused, unreachable or timed out, in one line.
-        """
-        ...
 
 
 def route_source_in(output: str) -> str | None:

@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from console.config import LayoutConfig, ServiceConfig
-from console.domain.alerts import RankLiveness
 from console.domain.layout import gpus_used
 from console.domain.models import Finding
 from console.domain.ras import MAX_REPORT_BYTES, RasReport, parse_ras_status
@@ -142,18 +141,3 @@ async def ras_status(head: Host, service: ServiceConfig) -> tuple[RasReport | No
         if writer is not None:
             with contextlib.suppress(Exception):
                 writer.close()
-
-
-async def rank_liveness(host: Host, service: ServiceConfig) -> list[RankLiveness] | None:
-    """Each node of the service's running layout as the watch daemon's rank rule reads it (its
-    `rank_source`); None when the service runs on one host, or runs nothing."""
-    from console.ops.status import running_layout, unit_states
-
-    if service.cluster is None:
-        return None
-    unit, layout = running_layout(host.name, service, await unit_states(host, service), None)
-    running = service.layout(layout) if layout else None
-    if unit is None or running is None or running.nodes < 2:
-        return None
-    return [RankLiveness(rank=f"node-rank {n.node_rank} (ranks {n.ranks_text()})", host=n.host, unit=n.unit,
-                         alive=n.state == ALIVE, detail=n.detail) for n in await node_health(host, service, running, unit)]  # fmt: skip

@@ -15,9 +15,9 @@ from sim_fixtures import KIMI, engine_pids, free_port
 
 from console.config import parse_config
 from console.factory import open_hosts
-from console.ops.ranks import rank_liveness
 from console.ops.status import service_status
 from console.ops.switch import READY, StepEvent, restart_service, stop_service, switch_layout
+from console.ops.watch import rank_liveness
 
 TIMEOUT = "timeout"
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
 from console.domain.models import Finding, Phase
 from console.domain.triage import decisive
@@ -22,10 +21,8 @@ from console.hosts.base import Host
 from console.ops.cluster import head_address
 from console.ops.switch.cancel import stop_tasks
 from console.ops.switch.events import FAILED, TIMEOUT, StepEvent
+from console.ops.switch.starter import Starter
 from console.ops.switch.watch import StartWatch, Verdict
-
-if TYPE_CHECKING:
-    from console.ops.switch.start import LayoutStarter
 
 #: How long the other nodes may still report a cause once one node's start has failed.
 NODES_GRACE_S = 1.0
@@ -38,7 +35,7 @@ _BEGAN = (Phase.INIT_DISTRIBUTED, *_PAST)
 class GroupWatch:
     """The watches of one start's nodes, head first, and the start's one verdict."""
 
-    def __init__(self, starter: LayoutStarter, nodes: list[Host], unit: str, *, layout: str, started_mono: float,
+    def __init__(self, starter: Starter, nodes: list[Host], unit: str, *, layout: str, started_mono: float,
                  rollback: bool) -> None:
         self.starter = starter
         self.nodes = nodes

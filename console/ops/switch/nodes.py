@@ -11,7 +11,6 @@ order, head first as its docs do), then the others in node order.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
 
 from console.config import DROP_IN, LayoutConfig
 from console.domain.models import Finding, FindingClass, Phase
@@ -22,14 +21,12 @@ from console.ops.status import unit_states
 from console.ops.switch.events import FAILED
 from console.ops.switch.group_watch import GroupWatch
 from console.ops.switch.layout_files import file_to_read, layout_file
+from console.ops.switch.starter import Starter
 from console.ops.switch.watch import Verdict
-
-if TYPE_CHECKING:
-    from console.ops.switch.start import LayoutStarter
 
 
 async def start_over_nodes(
-    starter: LayoutStarter, layout: LayoutConfig, unit: str, t0: float, rollback: bool
+    starter: Starter, layout: LayoutConfig, unit: str, t0: float, rollback: bool
 ) -> Verdict:
     """Stop every node, write each used node's file, start them head first, and watch them all."""
     service = starter.service

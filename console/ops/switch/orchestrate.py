@@ -37,7 +37,8 @@ from console.ops.switch.events import (
 )
 from console.ops.switch.locks import ServiceBusy, lock_name, switch_locks
 from console.ops.switch.node_preflight import node_problems
-from console.ops.switch.start import EventSink, LayoutStarter
+from console.ops.switch.start import LayoutStarter
+from console.ops.switch.starter import EventSink
 
 if TYPE_CHECKING:
     from console.ops.audit import AuditLog

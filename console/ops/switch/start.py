@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from console.config import DROP_IN, ENV_FILE, LayoutConfig, ServiceConfig
@@ -18,15 +18,14 @@ from console.domain.models import Finding, FindingClass, Phase, UnitState
 from console.errors import ConsoleError, UsageError
 from console.hosts.base import Host
 from console.ops.status import unit_states
-from console.ops.switch.events import FAILED, StepEvent, SwitchEvent, SwitchResult
+from console.ops.switch.events import FAILED, StepEvent, SwitchResult
 from console.ops.switch.layout_files import layout_file
 from console.ops.switch.nodes import start_over_nodes
+from console.ops.switch.starter import EventSink
 from console.ops.switch.watch import StartWatch, Verdict
 
 if TYPE_CHECKING:
     from console.ops.audit import AuditLog
-
-EventSink = Callable[[SwitchEvent], None]
 
 
 class LayoutStarter:

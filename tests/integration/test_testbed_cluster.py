@@ -88,8 +88,10 @@ def _ras_errors(report: str) -> dict[str, list[tuple[str, str]]]:
     return found
 
 
-def _journal(bed, name: str, unit: str = UNIT) -> str:
-    return bed.ssh(name, f"journalctl -u {unit} -o cat --no-pager").stdout
+def _journal(bed, name: str, unit: str = UNIT, *, since: float) -> str:
+    """The unit's journal from `since` (epoch seconds): the test hosts are shared by the session, and an
+    earlier test may have run the same unit."""
+    return bed.ssh(name, f"journalctl -u {unit} -o cat --no-pager --since @{since:.0f}").stdout
 
 
 def _health(port: int, address: str = "127.0.0.1") -> str:
@@ -183,7 +185,7 @@ def test_cluster_network_joins_the_hosts_and_nothing_else(clean_testbed):
 
 def test_sglang_over_two_hosts_head_stays_healthy_while_ras_sees_the_dead_worker(two_nodes):
     bed, head, worker, start_nodes = two_nodes
-    start = time.monotonic()
+    start, since = time.monotonic(), time.time() - 1
     start_nodes(
         UNIT,
         NODE_FILE,
@@ -192,11 +194,11 @@ def test_sglang_over_two_hosts_head_stays_healthy_while_ras_sees_the_dead_worker
     health = _health(HTTP_PORT)
     ready_s = _wait_remote(bed, head.name, f'[ "$({health})" = 200 ]', 40, "/health 200")
     _wait_remote(
-        bed, head.name, f"journalctl -u {UNIT} -o cat | grep -qF '{READY_LINE}'", 10, "the ready line"
+        bed, head.name, f"journalctl -u {UNIT} -o cat --since @{since:.0f} | grep -qF '{READY_LINE}'", 10, "the ready line"
     )
     print(f"\nTP16 over {head.name}+{worker.name}: /health 200 in {ready_s:.1f} s")
 
-    worker_log = _journal(bed, worker.name)
+    worker_log = _journal(bed, worker.name, since=since)
     for line in WORKER_LINES:
         assert line in worker_log, f"{worker.name} never logged {line!r}:\n{worker_log[-2000:]}"
     assert READY_LINE not in worker_log  # only node 0 serves the API
@@ -242,7 +244,7 @@ def test_sglang_over_two_hosts_head_stays_healthy_while_ras_sees_the_dead_worker
 
 def test_vllm_over_two_hosts_headless_worker_dies_behind_a_healthy_head(two_nodes):
     bed, head, worker, start_nodes = two_nodes
-    start = time.monotonic()
+    start, since = time.monotonic(), time.time() - 1
     master = f"--master-addr {head.cluster_address} --master-port {DIST_PORT}"
     start_nodes(
         VLLM_UNIT,
@@ -255,7 +257,7 @@ def test_vllm_over_two_hosts_headless_worker_dies_behind_a_healthy_head(two_node
         f"Launching vLLM (v0.32.0) headless multiproc executor, with head node address "
         f"{head.cluster_address}:{DIST_PORT} for torch.distributed process group."
     )
-    assert launched in _journal(bed, worker.name, VLLM_UNIT)
+    assert launched in _journal(bed, worker.name, VLLM_UNIT, since=since)
     healthy = _ras_status(bed, head.name, worker.cluster_address)
     assert re.search(r"\s2\s+8\s+16\s+16\s+RUNNING\s+OK$", healthy, re.M), healthy
 

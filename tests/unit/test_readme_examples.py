@@ -57,8 +57,12 @@ def test_the_readmes_commands_work_from_the_repo_against_the_demos_state(demo_st
     status = run(REPO, env, "status", "--json")
     assert status.returncode == 0, status.stderr
     lines = [json.loads(line) for line in status.stdout.splitlines()]
-    assert {(s["host"], s["active_layout"], s["health"]["status"]) for s in lines} == {
+    services = [s for s in lines if s["event"] == "status"]
+    assert {(s["host"], s["active_layout"], s["health"]["status"]) for s in services if s["active_layout"]} == {
         ("demo", "EP8", "ready"), ("demo-vllm", "TP4", "ready")}
+    # demo-a heads DeepSeek-V3 over demo-a and demo-b, not started by the README's commands.
+    assert [(s["host"], s["event"]) for s in lines if s["host"] in ("demo-a", "demo-b")] == [
+        ("demo-a", "status"), ("demo-b", "node")]
 
     again = run(REPO, env, "switch", "EP8", "--host", "demo")
     assert again.returncode == 0 and "UNCHANGED" in again.stdout, again.stdout + again.stderr

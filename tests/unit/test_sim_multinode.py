@@ -388,9 +388,10 @@ def test_a_stopped_vllm_worker_wedges_the_head_until_the_rpc_times_out(tmp_path:
         assert http_status(f"http://{HEAD_IP}:{cluster.ports[0]}/health") == 200
         assert "done_at" not in outcome
         cluster.head.wait_for("TimeoutError: RPC call to sample_tokens timed out.", timeout_s=20)
+        assert cluster.head.wait_exit(timeout_s=20) == 0  # vLLM's API server exits 0 after its engine died
+        # Read once the head has exited and its output is drained: under load these lines trail the timeout.
         assert cluster.head.having("EngineCore encountered a fatal error.")
         assert cluster.head.having("EngineDeadError")
-        assert cluster.head.wait_exit(timeout_s=20) == 0  # vLLM's API server exits 0 after its engine died
         with open(f"/proc/{cluster.worker.proc.pid}/stat") as fh:  # the wedged host is alive, and stopped
             assert fh.read().rpartition(")")[2].split()[0] == "T"
     finally:

@@ -103,7 +103,8 @@ async def test_2_a_probe_while_status_reads_the_real_metrics(real_vllm) -> None:
         probe = asyncio.create_task(probe_service(host, service, options, audit=state["audit"]))
         busy = timed = None
         while not probe.done():
-            figures, why = await engine_figures(host, service, running=True, interval_s=0.5)
+            # short windows, many readings: a loaded CI machine once gave only five, each between requests
+            figures, why = await engine_figures(host, service, running=True, interval_s=0.2)
             assert figures is not None, why
             state.setdefault("running_seen", []).append(figures.running_requests)
             if (figures.running_requests or 0) > 0:

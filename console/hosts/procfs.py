@@ -13,7 +13,12 @@ def _stat_fields(pid: int) -> list[str] | None:
             stat = fh.read().decode("ascii", "replace")
     except OSError:
         return None
-    return stat.rpartition(")")[2].split()  # the name may hold spaces and parentheses: split after it
+    return _after_name(stat)
+
+
+def _after_name(stat: str) -> list[str]:
+    """The fields of a /proc/PID/stat text after the command name, which may hold spaces and parentheses."""
+    return stat.rpartition(")")[2].split()
 
 
 def process_state(pid: int) -> str | None:
@@ -24,7 +29,7 @@ def process_state(pid: int) -> str | None:
 
 def stat_state(text: str) -> str | None:
     """The state letter in the text of a /proc/PID/stat (read over a transport), or None."""
-    fields = text.rpartition(")")[2].split()
+    fields = _after_name(text)
     return fields[0] if fields and len(fields[0]) == 1 else None
 
 

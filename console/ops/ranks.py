@@ -129,12 +129,11 @@ async def ras_status(head: Host, service: ServiceConfig) -> tuple[RasReport | No
             await reader.readline()  # SERVER PROTOCOL 2
             writer.write(b"STATUS\n")
             await writer.drain()
-            text = (await reader.read(MAX_REPORT_BYTES)).decode("utf-8", "replace")
-            while chunk := await reader.read(MAX_REPORT_BYTES):  # the report comes in several writes
-                text += chunk.decode("utf-8", "replace")
-                if len(text) > MAX_REPORT_BYTES:
-                    break
-        return parse_ras_status(text), ""
+            data = b""
+            # The report comes in several writes: read to its end, or past the bound, then decode once.
+            while len(data) <= MAX_REPORT_BYTES and (chunk := await reader.read(MAX_REPORT_BYTES)):
+                data += chunk
+        return parse_ras_status(data.decode("utf-8", "replace")), ""
     except Exception as exc:  # no RAS (NCCL < 2.24, NCCL_RAS_ENABLE=0), a timeout, no report: say so
         return None, f"no NCCL RAS on {head.name}:{port} ({str(exc) or type(exc).__name__})"
     finally:

@@ -16,6 +16,7 @@ from types import FrameType
 from console import __version__
 from console.domain.text import printable
 from console.errors import ConsoleError
+from console.shutdown import SHUTDOWN
 
 #: Subcommand name -> module defining `add_parser(subparsers)`, which sets `func=run` where
 #: `run(args) -> int`. Imported by name so that only `console.ui` ever imports textual.
@@ -88,13 +89,16 @@ ENDING_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 def interrupt_on_termination() -> None:
     """Handle SIGTERM and SIGHUP as SIGINT is handled, so that a switch, an explore, the demo and the
     benchmarks end the orderly way (a ready layout left running, the demo's units stopped) instead of
-    dying mid-way. A signal set to be ignored (`nohup`) stays ignored; the TUI installs its own."""
+    dying mid-way, within the shutdown's deadline (console/shutdown.py). A signal set to be ignored
+    (`nohup`) stays ignored; the TUI installs its own."""
     for sig in ENDING_SIGNALS:
         if signal.getsignal(sig) is signal.SIG_DFL:
             signal.signal(sig, _as_interrupt)
 
 
-def _as_interrupt(_signum: int, frame: FrameType | None) -> None:
+def _as_interrupt(signum: int, frame: FrameType | None) -> None:
+    # The first starts the shutdown's deadline; a second one during the shutdown exits at once.
+    SHUTDOWN.signalled(signal.Signals(signum).name)
     handler = signal.getsignal(signal.SIGINT)
     if callable(handler):  # asyncio.run's (it cancels the main task), else Python's KeyboardInterrupt
         handler(signal.SIGINT, frame)

@@ -24,6 +24,7 @@ from console.hosts.base import Host
 from console.ops.audit import AuditLog
 from console.ops.status import running_units
 from console.ops.views import FitCache
+from console.shutdown import SHUTDOWN
 from console.ui.commands_palette import ConsoleCommands
 from console.ui.gc_pauses import GcPauses
 from console.ui.keys import BY_ID, bindings, validate_keymap
@@ -103,6 +104,14 @@ class ConsoleApp(NotifiesWorkerErrors, App[None]):
         self.screenshot_dir = Path(screenshot_dir) if screenshot_dir is not None else Path.cwd()
         self.gc_pauses = GcPauses()
 
+    def get_driver_class(self):
+        from textual.drivers.linux_driver import LinuxDriver
+
+        from console.ui.terminal_driver import ConsoleDriver
+
+        driver = super().get_driver_class()
+        return ConsoleDriver if driver is LinuxDriver else driver  # the web's driver stays the web's
+
     def get_default_screen(self):
         from console.ui.screens.fleet import FleetScreen
 
@@ -112,10 +121,17 @@ class ConsoleApp(NotifiesWorkerErrors, App[None]):
         if not self.is_headless:
             # A closed terminal (SIGHUP) or a kill (SIGTERM) still ends the app the orderly way, so the
             # demo stops its units and connections close.
+            # A Python-level handler, not the loop's: it runs even while the loop is blocked, and starts the
+            # shutdown's deadline (a second signal exits at once).
             loop = asyncio.get_running_loop()
+
+            def ending(signum: int, _frame: object) -> None:
+                if SHUTDOWN.signalled(signal.Signals(signum).name):
+                    loop.call_soon_threadsafe(self.exit)
+
             for sig in (signal.SIGHUP, signal.SIGTERM):
-                with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-                    loop.add_signal_handler(sig, self.exit)
+                with contextlib.suppress(RuntimeError, ValueError):
+                    signal.signal(sig, ending)
         self._install_themes()
         self.keymap, self.keymap_problems = validate_keymap(self.ui_config.keys)
         self.set_keymap(self.keymap)
@@ -157,17 +173,17 @@ class ConsoleApp(NotifiesWorkerErrors, App[None]):
             with contextlib.suppress(Exception):
                 now = await running_units(self.hosts.values())
                 for host_name, unit in sorted(now - self._units_at_start):
-                    with contextlib.suppress(Exception):
+                    with contextlib.suppress(Exception), SHUTDOWN.stopping(f"{unit} on {host_name}"):
                         async with asyncio.timeout(15):
                             await self.hosts[host_name].services.stop(unit)
         for host in self.hosts.values():
-            with contextlib.suppress(Exception):
+            with contextlib.suppress(Exception), SHUTDOWN.stopping(f"host {host.name} (its connections)"):
                 async with asyncio.timeout(5):
                     await host.close()
             for probe in host.probes.values():  # not every host lists its probes among its closers
                 close = getattr(probe, "close", None)
                 if close is not None:
-                    with contextlib.suppress(Exception):
+                    with contextlib.suppress(Exception), SHUTDOWN.stopping(f"host {host.name}'s probes"):
                         async with asyncio.timeout(5):
                             await close()
 

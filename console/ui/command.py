@@ -111,10 +111,15 @@ def run(args: argparse.Namespace) -> int:
 
 def _run_app(args: argparse.Namespace, config, state_root: Path | None, notes: list[str]) -> int:
     from console.factory import open_hosts
+    from console.hosts.state_dir import state_dir
     from console.ops.audit import open_audit
     from console.ops.guard import is_readonly
+    from console.shutdown import SHUTDOWN
     from console.ui.app import ConsoleApp
 
+    # With its terminal gone, a shutdown cut short by its deadline says so in the state dir's log.
+    with contextlib.suppress(Exception):
+        SHUTDOWN.log_path = state_dir() / "shutdown.log"
     hosts = open_hosts(config, state_dir=state_root)
     audit = open_audit(state_root)
     # Read-only (flag or config) plays the demo without starting or stopping anything.

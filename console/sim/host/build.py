@@ -15,6 +15,7 @@ from console.config import HostConfig
 from console.domain.models import GpuSnapshot
 from console.hosts.base import Host, LinkStatus, LockBusy, SampledGpuSource
 from console.hosts.node_facts import LocalNodeFacts
+from console.shutdown import SHUTDOWN
 from console.sim.host.ports import port_holder_words, serving_urls
 from console.sim.host.procman import ProcessManager
 from console.sim.host.units import node_loopback, sim_settings, time_scale
@@ -81,6 +82,8 @@ def build_sim_host(cfg: HostConfig, state_root: Path, *, stop_units_on_close: bo
     closers = [p.close for p in probes.values()]
     if stop_units_on_close:
         closers.insert(0, manager.stop_all)  # closers run in reverse: this one last
+        # Past the shutdown's deadline, whatever still runs of them is killed before the process exits.
+        SHUTDOWN.last_resort(f"the units of {cfg.name}", manager.kill_all)
     return Host(
         config=cfg,
         services=manager,

@@ -172,6 +172,23 @@ class ProcessManager:
             if (await self.state(unit)).is_running:
                 await self.stop(unit)
 
+    def kill_all(self) -> bool:
+        """SIGKILL what still runs of this host's units, supervisors and engines (the shutdown's last resort,
+        from its watchdog thread); True when something ran."""
+        killed = False
+        for unit in self.known_units():
+            raw = read_state(self.unit_dir(unit, create=False)) or {}
+            if supervisor_alive(raw):
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(raw["supervisor_pid"], signal.SIGKILL)
+                    killed = True
+            pgid = raw.get("pgid")
+            if pgid and group_alive(pgid):
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(pgid, signal.SIGKILL)
+                    killed = True
+        return killed
+
     def running_pids(self, unit: str) -> list[int]:
         """Pids of the unit's supervisor and engine that are still alive (for tests: no orphans)."""
         raw = read_state(self.unit_dir(unit, create=False)) or {}

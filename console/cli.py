@@ -86,19 +86,28 @@ def _add_global_options(parser: argparse.ArgumentParser, *, default: object) -> 
 ENDING_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 
 
-def interrupt_on_termination() -> None:
+#: Commands whose shutdown has a deadline (console/shutdown.py): what holds a terminal, a browser's session or
+#: a systemd stop. A headless switch or explore ends its own way, however long a ready layout takes to load.
+BOUNDED_SHUTDOWN = frozenset({"tui", "web", "watch", "demo"})
+
+
+def interrupt_on_termination(*, deadline: bool = False) -> None:
     """Handle SIGTERM and SIGHUP as SIGINT is handled, so that a switch, an explore, the demo and the
     benchmarks end the orderly way (a ready layout left running, the demo's units stopped) instead of
     dying mid-way, within the shutdown's deadline (console/shutdown.py). A signal set to be ignored
     (`nohup`) stays ignored; the TUI installs its own."""
     for sig in ENDING_SIGNALS:
         if signal.getsignal(sig) is signal.SIG_DFL:
-            signal.signal(sig, _as_interrupt)
+            signal.signal(sig, _as_interrupt_within_deadline if deadline else _as_interrupt)
 
 
-def _as_interrupt(signum: int, frame: FrameType | None) -> None:
+def _as_interrupt_within_deadline(signum: int, frame: FrameType | None) -> None:
     # The first starts the shutdown's deadline; a second one during the shutdown exits at once.
     SHUTDOWN.signalled(signal.Signals(signum).name)
+    _as_interrupt(signum, frame)
+
+
+def _as_interrupt(_signum: int, frame: FrameType | None) -> None:
     handler = signal.getsignal(signal.SIGINT)
     if callable(handler):  # asyncio.run's (it cancels the main task), else Python's KeyboardInterrupt
         handler(signal.SIGINT, frame)
@@ -107,11 +116,11 @@ def _as_interrupt(signum: int, frame: FrameType | None) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    if argv is None:  # the process's own command line: the process is ours to set up (tests pass argv)
-        interrupt_on_termination()
     args_list = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     args = parser.parse_args(with_default_command(args_list))
+    if argv is None:  # the process's own command line: the process is ours to set up (tests pass argv)
+        interrupt_on_termination(deadline=args.command in BOUNDED_SHUTDOWN)
     try:
         return int(args.func(args) or 0)
     except ConsoleError as exc:  # its text may quote a host (an error it answered): made printable

@@ -10,9 +10,11 @@ so a blocked event loop (a write to a terminal that is gone) cannot hold it back
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import itertools
 import os
+import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -125,3 +127,18 @@ class Shutdown:
 
 #: The process's one shutdown.
 SHUTDOWN = Shutdown()
+
+
+def on_ending_signals(loop: asyncio.AbstractEventLoop, stop: Callable[[], object],
+                      signals: tuple[signal.Signals, ...] = (signal.SIGTERM, signal.SIGHUP)) -> None:
+    """Call `stop` on the loop at the first of `signals`, with the shutdown's deadline started; a second
+    exits at once. A Python-level handler, not the loop's own: it runs even while the loop is blocked."""
+
+    def ending(signum: int, _frame: object) -> None:
+        if SHUTDOWN.signalled(signal.Signals(signum).name):
+            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: the watchdog still runs
+                loop.call_soon_threadsafe(stop)
+
+    for sig in signals:
+        with contextlib.suppress(RuntimeError, ValueError):  # not the main thread: the caller's handlers stay
+            signal.signal(sig, ending)

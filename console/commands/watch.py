@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import signal
 import sys
 
 from console.commands.host_args import load, print_json
 from console.domain.text import printable
 from console.errors import UsageError
+from console.shutdown import on_ending_signals
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -59,8 +59,9 @@ def run(args: argparse.Namespace) -> int:
     async def main() -> None:
         task = asyncio.current_task()
         assert task is not None
-        for sig in (signal.SIGTERM, signal.SIGHUP):  # systemd's stop: end the way Ctrl-C does, cleanly
-            asyncio.get_running_loop().add_signal_handler(sig, task.cancel)
+        # systemd's stop: end the way Ctrl-C does, cleanly, within the shutdown's deadline (before
+        # TimeoutStopSec's SIGKILL); a second SIGTERM exits at once.
+        on_ending_signals(asyncio.get_running_loop(), task.cancel)
         hosts = [open_host(config.host(n)) for n in dict.fromkeys(names)]  # type: ignore[arg-type]
         daemon = WatchDaemon(hosts, config, store, sinks, say=say, on_transition=report, audit=audit,
                              rank_source=rank_liveness)  # each node of a service over several hosts

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import signal
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -24,7 +23,7 @@ from console.hosts.base import Host
 from console.ops.audit import AuditLog
 from console.ops.status import running_units
 from console.ops.views import FitCache
-from console.shutdown import SHUTDOWN
+from console.shutdown import SHUTDOWN, on_ending_signals
 from console.ui.commands_palette import ConsoleCommands
 from console.ui.gc_pauses import GcPauses
 from console.ui.keys import BY_ID, bindings, validate_keymap
@@ -121,17 +120,8 @@ class ConsoleApp(NotifiesWorkerErrors, App[None]):
         if not self.is_headless:
             # A closed terminal (SIGHUP) or a kill (SIGTERM) still ends the app the orderly way, so the
             # demo stops its units and connections close.
-            # A Python-level handler, not the loop's: it runs even while the loop is blocked, and starts the
-            # shutdown's deadline (a second signal exits at once).
-            loop = asyncio.get_running_loop()
-
-            def ending(signum: int, _frame: object) -> None:
-                if SHUTDOWN.signalled(signal.Signals(signum).name):
-                    loop.call_soon_threadsafe(self.exit)
-
-            for sig in (signal.SIGHUP, signal.SIGTERM):
-                with contextlib.suppress(RuntimeError, ValueError):
-                    signal.signal(sig, ending)
+            # The shutdown's deadline starts with the signal; a second one exits at once.
+            on_ending_signals(asyncio.get_running_loop(), self.exit)
         self._install_themes()
         self.keymap, self.keymap_problems = validate_keymap(self.ui_config.keys)
         self.set_keymap(self.keymap)

@@ -102,6 +102,8 @@ class AccessGate:
     def __init__(self, token: str) -> None:
         self._token = token
         self._cookies: set[str] = set()
+        self.on_admitted: Callable[[object], None] | None = None
+        """Called with a request's transport once the gate lets it through (the connection guard's hook)."""
 
     def exchange(self, offered: str) -> str | None:
         """A new session cookie for the right token, else None."""
@@ -122,15 +124,22 @@ class AccessGate:
             cookie = self.exchange(offered)
             if cookie is None:
                 return _unauthorized()
+            self._admit(request)
             rest = [(k, v) for k, v in request.query.items() if k != "token"]
             answer = web.HTTPSeeOther(location="/" + (f"?{urlencode(rest)}" if rest else ""))
             answer.set_cookie(COOKIE, cookie, httponly=True, samesite="Strict", path="/")
             raise answer
         if not self.admits(request.cookies.get(COOKIE)):
             return _unauthorized()
+        self._admit(request)
         if request.headers.get("Upgrade", "").lower() == "websocket" and not _same_origin(request):
             return web.Response(status=403, text="403 Forbidden: the websocket's Origin is not this server\n")
         return await handler(request)
+
+
+    def _admit(self, request: web.Request) -> None:
+        if self.on_admitted is not None:
+            self.on_admitted(request.transport)
 
 
 def _unauthorized() -> web.Response:

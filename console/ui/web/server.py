@@ -22,7 +22,9 @@ from textual_serve.server import Server, to_int
 
 from console.ops.state_db import AuditError
 from console.ops.web_sessions import CLOSED, SERVER_STOPPED, WebSessionLog
+from console.shutdown import SHUTDOWN, on_ending_signals
 from console.ui.web.access import AccessGate, security_headers
+from console.ui.web.connections import ConnectionGuard, GuardedSite
 from console.ui.web.sessions import Session, VisitorApp, watch_idle
 
 #: How long a session at the cap waits for one that is ending (a reload) before it is refused.
@@ -57,6 +59,9 @@ class ConsoleWebServer(Server):
         super().__init__(" ".join(argv), title="serve-console")
         self.argv, self.env, self.gate, self.limits, self.log, self.say = list(argv), dict(env), gate, limits, log, say
         self.sessions: set[Session] = set()
+        self.guard = ConnectionGuard()
+        """Connections without the cookie yet: a deadline and a cap (serve() listens through it)."""
+        gate.on_admitted = self.guard.admitted
 
     async def make_app(self) -> web.Application:
         """textual-serve's application, behind the gate."""
@@ -135,7 +140,11 @@ class ConsoleWebServer(Server):
         """End every open session (the server stops): each app asked to quit, then killed if it does not."""
         for session in self.sessions:
             session.ended_by(SERVER_STOPPED, "the web server stopped")
-        await asyncio.gather(*(s.app.end() for s in list(self.sessions)), return_exceptions=True)
+        async def end(session: Session) -> None:
+            with SHUTDOWN.stopping(f"web session {session.id}'s app (pid {session.app.pid})"):
+                await session.app.end()
+
+        await asyncio.gather(*(end(s) for s in list(self.sessions)), return_exceptions=True)
 
     def _logged(self, write: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """A log write; a log that fails is said once per write, and the session goes on."""
@@ -165,12 +174,13 @@ async def serve(server: ConsoleWebServer, bind: str, port: int, on_listening: Ca
     stopping = asyncio.Event()
     task: asyncio.Task[Any] | None = None
     try:
-        site = web.TCPSite(runner, bind, port)
+        site = GuardedSite(runner, bind, port, guard=server.guard)
         await site.start()
         on_listening(int(runner.addresses[0][1]))
         loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-            loop.add_signal_handler(sig, stopping.set)
+        loop.add_signal_handler(signal.SIGINT, stopping.set)
+        # The shutdown's deadline bounds the sessions' and the demo's end; a second signal exits at once.
+        on_ending_signals(loop, stopping.set)
         if background is not None:
             task = asyncio.create_task(background())
         await stopping.wait()

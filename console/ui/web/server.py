@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import aiohttp_jinja2
-from aiohttp import web
+from aiohttp import WSMsgType, web
 from textual_serve.server import Server, to_int
 
 from console.ops.state_db import AuditError
@@ -25,6 +25,7 @@ from console.ops.web_sessions import CLOSED, SERVER_STOPPED, WebSessionLog
 from console.shutdown import SHUTDOWN, on_ending_signals
 from console.ui.web.access import AccessGate, security_headers
 from console.ui.web.connections import ConnectionGuard, GuardedSite
+from console.ui.web.messages import BadMessage, Message, clamp_size, parse
 from console.ui.web.sessions import Session, VisitorApp, watch_idle
 
 #: How long a session at the cap waits for one that is ending (a reload) before it is refused.
@@ -114,12 +115,12 @@ class ConsoleWebServer(Server):
         self.sessions.add(session)
         try:
             await websocket.prepare(request)
-            await session.app.start(to_int(request.query.get("width", "80"), 80),
-                                    to_int(request.query.get("height", "24"), 24))
+            await session.app.start(*clamp_size(to_int(request.query.get("width", "80"), 80),
+                                                to_int(request.query.get("height", "24"), 24)))
             if session.id is not None:
                 self._logged(self.log.started, session.id, session.app.pid)
             session.idle_watch = asyncio.create_task(watch_idle(session, self.limits.idle_s, websocket.close))
-            await self._process_messages(websocket, session.app)
+            await self._read_messages(websocket, session, remote)
         except asyncio.CancelledError:
             session.ended_by(SERVER_STOPPED, "the web server stopped")
         except (ConnectionError, RuntimeError, ValueError, AssertionError, LookupError, TypeError) as exc:
@@ -135,6 +136,37 @@ class ConsoleWebServer(Server):
             if session.id is not None:
                 self._logged(self.log.end, session.id, session.outcome or CLOSED, session.reason)
         return websocket
+
+    async def _read_messages(self, websocket: web.WebSocketResponse, session: Session, remote: str) -> None:
+        """textual-serve's protocol, read strictly (messages.py): a malformed message is ignored, and said
+        in one line the first time in a session (not once per message: a browser could send millions)."""
+        said = False
+        async for message in websocket:
+            if message.type != WSMsgType.TEXT:
+                continue
+            try:
+                parsed = parse(message.data)
+            except BadMessage as exc:
+                if not said:
+                    said = True
+                    self.say(f"serve-console web: session {session.id} from {remote}: ignored a malformed "
+                             f"message ({exc}); later ones are ignored without a word")
+                continue
+            if parsed is not None:
+                await self._deliver(websocket, session.app, parsed)
+
+    @staticmethod
+    async def _deliver(websocket: web.WebSocketResponse, app: VisitorApp, message: Message) -> None:
+        if message.kind == "stdin":
+            await app.send_bytes(message.text.encode("utf-8"))
+        elif message.kind == "resize":
+            await app.set_terminal_size(message.columns, message.rows)
+        elif message.kind == "ping":
+            await websocket.send_json(["pong", message.ping])
+        elif message.kind == "blur":
+            await app.blur()
+        elif message.kind == "focus":
+            await app.focus()
 
     async def end_sessions(self) -> None:
         """End every open session (the server stops): each app asked to quit, then killed if it does not."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -231,7 +232,15 @@ class ConsoleApp(NotifiesWorkerErrors, App[None]):
         self.notify(f"theme {self.theme}", timeout=2)
 
     def action_save_screenshot(self) -> None:
-        """Save the screen as SVG and say where; a folder that cannot take it is said in one line too."""
+        """Save the screen as SVG and say where; a folder that cannot take it is said in one line too.
+
+        On the web the SVG goes to the visitor's browser as a download (textual-serve's /download/), held
+        in memory until fetched: a visitor, read-only or not, writes nothing on the server's disk."""
+        if self.is_web:
+            name = f"serve-console-{time.strftime('%Y%m%d-%H%M%S')}.svg"
+            self.deliver_text(io.StringIO(self.export_screenshot()), save_filename=name, mime_type="image/svg+xml")
+            self.notify(f"screenshot sent to your browser as {name}", timeout=6)
+            return
         try:
             self.screenshot_dir.mkdir(parents=True, exist_ok=True)
             path = self.save_screenshot(path=str(self.screenshot_dir))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 from pathlib import Path
 
@@ -12,7 +13,7 @@ from web_fakes import TOKEN, stand_in_server
 
 from console.cli import main
 from console.errors import UsageError
-from console.ui.web.access import COOKIE, is_loopback, read_token_file
+from console.ui.web.access import COOKIE, COOKIE_MAX_AGE_S, AccessGate, is_loopback, read_token_file
 
 
 @pytest.fixture
@@ -170,3 +171,42 @@ def test_a_token_from_a_file_is_never_printed_and_opens_the_console(tmp_path: Pa
     finally:
         assert web.stop() == 0
     assert secret not in "".join(web.output)
+
+
+async def test_a_cookie_is_short_lived_worth_one_session_and_revoked_when_it_ends(client: TestClient) -> None:
+    # Cookies have no port: a program on another port of 127.0.0.1 the browser visits receives this one.
+    answer = await client.get(f"/?token={TOKEN}", allow_redirects=False)
+    assert f"Max-Age={COOKIE_MAX_AGE_S}" in answer.headers["Set-Cookie"] and COOKIE_MAX_AGE_S <= 300
+    origin = {"Origin": f"http://{client.host}:{client.port}"}
+    ws = await client.ws_connect("/ws", headers=origin)
+    assert (await client.get("/")).status == 200  # the page, static files and downloads while it is open
+    with pytest.raises(aiohttp.WSServerHandshakeError) as second:  # but no second session with it
+        await client.ws_connect("/ws", headers=origin)
+    assert second.value.status == 403
+    assert len(client.server_under_test.sessions) == 1
+    await ws.close()
+    server = client.server_under_test
+    for _ in range(200):  # the session ends on the server's side once the app has exited
+        if not server.sessions:
+            break
+        await asyncio.sleep(0.05)
+    assert not server.sessions
+    assert (await client.get("/", allow_redirects=False)).status == 401  # revoked with its session
+    with pytest.raises(aiohttp.WSServerHandshakeError) as after:
+        await client.ws_connect("/ws", headers=origin)
+    assert after.value.status == 401
+
+
+def test_a_cookie_that_opened_no_session_expires_on_the_server_too() -> None:
+    now = [0.0]
+    gate = AccessGate(TOKEN, clock=lambda: now[0])
+    cookie = gate.exchange(TOKEN)
+    assert gate.admits(cookie)
+    now[0] = COOKIE_MAX_AGE_S + 1.0
+    assert not gate.admits(cookie) and not gate.open_session(cookie)
+    fresh = gate.exchange(TOKEN)
+    assert gate.open_session(fresh) and not gate.open_session(fresh)
+    now[0] += 10 * COOKIE_MAX_AGE_S
+    assert gate.admits(fresh)  # an open session's cookie lasts as long as the session
+    gate.end_session(fresh)
+    assert not gate.admits(fresh)

@@ -23,6 +23,12 @@ async def _client(server) -> TestClient:
     return client
 
 
+async def _open(client: TestClient, path: str = "/ws"):
+    """A websocket session from a browser that has just opened the token URL (a cookie is worth one session)."""
+    assert (await client.get(f"/?token={TOKEN}", allow_redirects=False)).status == 303
+    return await client.ws_connect(path)
+
+
 async def _until(predicate, timeout_s: float = 10.0) -> bool:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -44,17 +50,17 @@ async def test_sessions_over_the_cap_are_refused_and_logged(tmp_path: Path) -> N
     server = stand_in_server(tmp_path, max_sessions=1)
     client = await _client(server)
     try:
-        first = await client.ws_connect("/ws")
+        first = await _open(client)
         assert await _until(lambda: server.log.sessions() and server.log.sessions()[0].app_pid)
         with pytest.raises(aiohttp.WSServerHandshakeError) as refused:
-            await client.ws_connect("/ws")
+            await _open(client)
         assert refused.value.status == 503
         page = await client.get("/")
         assert page.status == 503 and "1 session open, the most this server allows" in await page.text()
         assert _outcomes(server) == [OPEN, REFUSED]
         pid = server.log.sessions()[0].app_pid
         await first.close()  # a reload: the old page leaves as the new one connects, and gets its place
-        again = await client.ws_connect("/ws")
+        again = await _open(client)
         assert await _until(lambda: _outcomes(server) == [CLOSED, REFUSED, OPEN])
         assert not _alive(pid)
         await again.close()
@@ -68,8 +74,8 @@ async def test_an_idle_session_ends_and_input_keeps_one_open(tmp_path: Path) -> 
     server = stand_in_server(tmp_path, idle_s=1.0)
     client = await _client(server)
     try:
-        busy = await client.ws_connect("/ws")
-        idle = await client.ws_connect("/ws")
+        busy = await _open(client)
+        idle = await _open(client)
         started = time.monotonic()
         while time.monotonic() - started < 2.0:  # a key every 0.3 s on one of them
             await busy.send_str(json.dumps(["stdin", "j"]))
@@ -91,7 +97,7 @@ async def test_stopping_the_server_ends_and_logs_every_session(tmp_path: Path) -
     client = await _client(server)
     try:
         for _ in range(2):
-            await client.ws_connect("/ws")
+            await _open(client)
         assert await _until(lambda: all(s.app_pid for s in server.log.sessions()) and len(server.sessions) == 2)
         pids = [s.app_pid for s in server.log.sessions()]
         await server.end_sessions()

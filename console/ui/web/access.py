@@ -3,8 +3,8 @@
 textual-serve has no authentication at all, so the server's aiohttp application is wrapped: a
 middleware admits a request only with the session cookie, which `/?token=...` hands out. The token
 is made at each start (or read from a file the operator controls); each browser that opens the URL
-exchanges it once for a cookie of its own (HttpOnly, SameSite=Strict, gone when the browser closes)
-and is redirected to `/`, so the token leaves the address bar and the history. Anything else (the
+exchanges it once for a cookie of its own (HttpOnly, SameSite=Strict, a 120 s Max-Age, worth one
+session and revoked when it ends) and is redirected to `/`, so the token leaves the address bar and the history. Anything else (the
 page, the websocket, the static files, a download) is 401.
 """
 
@@ -15,7 +15,9 @@ import ipaddress
 import os
 import secrets
 import stat
+import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from urllib.parse import urlencode, urlsplit
 
 from aiohttp import web
@@ -23,6 +25,8 @@ from aiohttp import web
 from console.errors import UsageError
 
 COOKIE = "serve_console_session"
+#: Seconds the browser keeps the cookie (its Max-Age) and the server takes it for a session not yet opened.
+COOKIE_MAX_AGE_S = 120
 #: The shortest token a token file may hold: a guessable token is no lock.
 MIN_TOKEN_CHARS = 24
 #: A token file is one short line; anything bigger is not one.
@@ -30,7 +34,11 @@ TOKEN_FILE_MAX_BYTES = 4096
 
 UNAUTHORIZED = (
     "401 Unauthorized: open the URL with ?token= that `serve-console web` printed when it started "
-    "(the token is made anew at each start)\n"
+    "(the token is made anew at each start; each opening of it is worth one session)\n"
+)
+SESSION_SPENT = (
+    "403 Forbidden: this browser's pass is worth one session, and it is open or over; "
+    "open the URL with ?token= again\n"
 )
 
 #: Headers on every answer. The page's own stylesheet link to Google Fonts is blocked by the CSP, so
@@ -96,12 +104,27 @@ def is_loopback(bind: str) -> bool:
         return False
 
 
-class AccessGate:
-    """The token, and the cookies handed out for it during this run."""
+@dataclass
+class _Pass:
+    """A cookie handed out: when, and whether its one session is open."""
 
-    def __init__(self, token: str) -> None:
+    made_s: float
+    in_session: bool = False
+
+
+class AccessGate:
+    """The token, and the cookies handed out for it during this run: each worth one session.
+
+    Cookies have no port: a browser sends this one to every port of the host, so a program listening on
+    another port of 127.0.0.1 that the browser visits receives it. It is therefore worth little: it opens
+    one session, and only within COOKIE_MAX_AGE_S of the token's exchange; it is revoked when that session
+    ends; while the session is open it lets the page, the static files and downloads through, but no
+    second session."""
+
+    def __init__(self, token: str, *, clock: Callable[[], float] = time.monotonic) -> None:
         self._token = token
-        self._cookies: set[str] = set()
+        self._passes: dict[str, _Pass] = {}
+        self._clock = clock
         self.on_admitted: Callable[[object], None] | None = None
         """Called with a request's transport once the gate lets it through (the connection guard's hook)."""
 
@@ -109,12 +132,31 @@ class AccessGate:
         """A new session cookie for the right token, else None."""
         if not hmac.compare_digest(offered.encode(), self._token.encode()):
             return None
+        now = self._clock()
+        for stale in [c for c, p in self._passes.items() if not self._valid(p, now)]:
+            del self._passes[stale]
         cookie = secrets.token_urlsafe(32)
-        self._cookies.add(cookie)
+        self._passes[cookie] = _Pass(made_s=now)
         return cookie
 
     def admits(self, cookie: str | None) -> bool:
-        return cookie is not None and cookie in self._cookies
+        held = self._passes.get(cookie) if cookie is not None else None
+        return held is not None and self._valid(held, self._clock())
+
+    def _valid(self, held: _Pass, now: float) -> bool:
+        return held.in_session or now - held.made_s < COOKIE_MAX_AGE_S
+
+    def open_session(self, cookie: str | None) -> bool:
+        """Spend the cookie on a session: False when it is not valid, or its one session is already open."""
+        if not self.admits(cookie) or self._passes[cookie].in_session:  # type: ignore[index]
+            return False
+        self._passes[cookie].in_session = True  # type: ignore[index]
+        return True
+
+    def end_session(self, cookie: str | None) -> None:
+        """The cookie's session ended: the cookie is revoked (a new session needs the token again)."""
+        if cookie is not None:
+            self._passes.pop(cookie, None)
 
     @web.middleware  # aiohttp 3 takes an undecorated one for its old-style factory
     async def middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
@@ -127,7 +169,7 @@ class AccessGate:
             self._admit(request)
             rest = [(k, v) for k, v in request.query.items() if k != "token"]
             answer = web.HTTPSeeOther(location="/" + (f"?{urlencode(rest)}" if rest else ""))
-            answer.set_cookie(COOKIE, cookie, httponly=True, samesite="Strict", path="/")
+            answer.set_cookie(COOKIE, cookie, httponly=True, samesite="Strict", path="/", max_age=COOKIE_MAX_AGE_S)
             raise answer
         if not self.admits(request.cookies.get(COOKIE)):
             return _unauthorized()

@@ -23,7 +23,7 @@ from textual_serve.server import Server, to_int
 from console.ops.state_db import AuditError
 from console.ops.web_sessions import CLOSED, SERVER_STOPPED, WebSessionLog
 from console.shutdown import SHUTDOWN, on_ending_signals
-from console.ui.web.access import AccessGate, security_headers
+from console.ui.web.access import COOKIE, SESSION_SPENT, AccessGate, security_headers
 from console.ui.web.connections import ConnectionGuard, GuardedSite
 from console.ui.web.messages import BadMessage, Message, clamp_size, parse
 from console.ui.web.sessions import Session, VisitorApp, watch_idle
@@ -108,6 +108,16 @@ class ConsoleWebServer(Server):
             self._logged(self.log.refused, remote=remote, user_agent=agent, readonly=self.limits.readonly,
                          reason=self._full().strip())
             return web.Response(status=503, text=self._full())
+        cookie = request.cookies.get(COOKIE)
+        if not self.gate.open_session(cookie):  # the cookie's one session is open already, or over
+            return web.Response(status=403, text=SESSION_SPENT)
+        try:
+            return await self._session(request, websocket, remote, agent)
+        finally:
+            self.gate.end_session(cookie)  # revoked: another session needs the token again
+
+    async def _session(self, request: web.Request, websocket: web.WebSocketResponse, remote: str,
+                       agent: str | None) -> web.StreamResponse:
         session = Session(self._logged(self.log.begin, remote=remote, user_agent=agent,
                                        readonly=self.limits.readonly), VisitorApp(
             self.argv, self.env, write_bytes=websocket.send_bytes, write_str=websocket.send_str,

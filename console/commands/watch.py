@@ -15,7 +15,7 @@ import sys
 from console.commands.host_args import load, print_json
 from console.domain.text import printable
 from console.errors import UsageError
-from console.shutdown import on_ending_signals
+from console.shutdown import SHUTDOWN, on_ending_signals
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -69,10 +69,12 @@ def run(args: argparse.Namespace) -> int:
             await daemon.run()
         except asyncio.CancelledError:
             pass
-        finally:
-            await daemon.close()
+        finally:  # within the shutdown's deadline; what is still here when it passes is named
+            with SHUTDOWN.stopping("the watch's destinations"):
+                await daemon.close()
             for host in hosts:
-                await host.close()
+                with SHUTDOWN.stopping(f"host {host.name} (its connections)"):
+                    await host.close()
 
     try:
         asyncio.run(main())

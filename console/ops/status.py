@@ -266,3 +266,15 @@ async def running_units(hosts: Iterable[Host]) -> set[tuple[str, str]]:
                     if state.is_running:
                         out.add((host.name, unit))
     return out
+
+
+def kill_started_units(hosts: Iterable[Host], at_start: set[tuple[str, str]]) -> bool:
+    """The shutdown's last resort for the demo (from its watchdog thread, so without awaiting): SIGKILL
+    what runs of the units that did not run at start, on the simulated hosts, which alone can (a real
+    host's units are systemd's, and a console never kills them). True when something was killed."""
+    killed = False
+    for host in hosts:
+        kill = getattr(host.services, "kill_all", None)  # the simulated host's process manager
+        if kill is not None:
+            killed |= bool(kill(spare=frozenset(u for h, u in at_start if h == host.name)))
+    return killed

@@ -22,7 +22,7 @@ from console.config import ConsoleConfig, UiConfig
 from console.domain.text import shown
 from console.hosts.base import Host
 from console.ops.audit import AuditLog
-from console.ops.status import running_units
+from console.ops.status import kill_started_units, running_units
 from console.ops.views import FitCache
 from console.shutdown import SHUTDOWN, on_ending_signals
 from console.ui.commands_palette import ConsoleCommands
@@ -140,7 +140,9 @@ class ConsoleApp(NotifiesWorkerErrors, App[None]):
     @work(exclusive=True, group="app-start", exit_on_error=False)
     async def _note_running_units(self) -> None:
 
-        self._units_at_start = await running_units(self.hosts.values())
+        self._units_at_start = at_start = await running_units(self.hosts.values())
+        if self.stop_started_units and not self.readonly:  # past the shutdown's deadline, killed
+            SHUTDOWN.last_resort("the demo's units", lambda: kill_started_units(self.hosts.values(), at_start))
         if self.demo_start and self.demo_host is not None and not self._units_at_start:
             screen = self.host_screen(self.demo_host)
             for _ in range(100):  # the screen was pushed in on_mount; wait until it is composed

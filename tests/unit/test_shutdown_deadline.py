@@ -4,6 +4,7 @@ exits at once; with no stderr to take the line, it goes to the state dir's log."
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -26,13 +27,13 @@ SCRIPT = textwrap.dedent("""
     marker = Path(sys.argv[2])
     SHUTDOWN.last_resort("the units of demo", lambda: marker.write_text("killed") or True)
     SHUTDOWN.last_resort("a unit already stopped", lambda: False)
-    print("ready", flush=True)
     try:
+        print("ready", flush=True)  # inside: the signal may come while print still returns
         while True:
             time.sleep(0.05)
     except KeyboardInterrupt:
-        print("stopping", flush=True)
         with SHUTDOWN.stopping("sglang-k26@ep8.service on demo"):
+            print("stopping", flush=True)
             threading.Event().wait()  # blocked for good
 """)
 
@@ -71,7 +72,8 @@ def test_a_shutdown_that_blocks_ends_at_its_deadline_naming_what_did_not_stop(tm
 def test_a_second_sigterm_during_the_shutdown_exits_at_once(tmp_path):
     proc = start(tmp_path, "600")
     proc.send_signal(signal.SIGTERM)
-    assert proc.stdout.readline() == "stopping\n"
+    said = proc.stdout.readline()
+    assert said == "stopping\n", proc.stderr.read() if not said else said
     proc.send_signal(signal.SIGTERM)
     code, err = finish(proc)  # the 600 s deadline would outlast the guard: only the second signal ends it
     assert code == 130
@@ -90,3 +92,64 @@ def test_with_its_terminal_gone_the_note_goes_to_the_state_dirs_log(tmp_path):
     assert wait_until(lambda: (tmp_path / "shutdown.log").exists(), timeout_s=30)
     (line,) = (tmp_path / "shutdown.log").read_text().splitlines()
     assert "exiting at once (SIGTERM received" in line and "sglang-k26@ep8.service on demo" in line
+
+
+def test_the_tui_demo_whose_unit_will_not_stop_is_killed_at_the_deadline_and_named(tmp_path):
+    """A unit whose supervisor is frozen (SIGSTOP) takes 8 s to stop the orderly way: past the 2 s deadline
+    the console kills what the demo started, says which, and exits 130."""
+    import fcntl
+    import json
+    import pty
+    import select
+    import struct
+    import termios
+
+    from sim_fixtures import engine_pids
+    from test_signals import kill_leftovers, sim_pids, story_env
+
+    state = tmp_path / "state"
+    env = dict(story_env(tmp_path), TERM="xterm-256color", SERVE_CONSOLE_STATE_DIR=str(state),
+               SERVE_CONSOLE_SIM_TIME_SCALE="0.03", SERVE_CONSOLE_SHUTDOWN_DEADLINE_S="2")  # fmt: skip
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
+    proc = subprocess.Popen([sys.executable, "-m", "console", "--demo"], stdin=slave, stdout=slave, stderr=slave,
+                            cwd=REPO, env=env, start_new_session=True)  # fmt: skip
+    os.close(slave)
+    seen = bytearray()
+
+    def drained() -> bool:  # keeps the terminal's buffer from filling, and keeps what it said
+        while select.select([master], [], [], 0)[0]:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            seen.extend(chunk)
+        return False
+
+    frozen: list[int] = []
+    try:
+        assert wait_until(lambda: drained() or engine_pids(tmp_path), timeout_s=60), "the demo's EP8 never started"
+        unit_state = state / "hosts" / "demo" / "units" / "sglang-k26@ep8.service" / "state.json"
+        assert wait_until(lambda: drained() or unit_state.exists(), timeout_s=30), sorted(state.rglob("*"))
+        frozen.append(json.loads(unit_state.read_text())["supervisor_pid"])
+        os.kill(frozen[0], signal.SIGSTOP)
+        proc.send_signal(signal.SIGTERM)
+        assert wait_until(lambda: drained() or proc.poll() is not None, timeout_s=30)
+        drained()
+        assert proc.returncode == 130
+        text = seen.decode(errors="replace")
+        assert "the shutdown took longer than 2 s" in text
+        assert "not stopped in time:" in text and "sglang-k26@ep8.service on demo" in text
+        assert "the demo's units" in text
+        assert wait_until(lambda: not sim_pids(tmp_path), timeout_s=30), sim_pids(tmp_path)
+    finally:
+        for pid in frozen:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGCONT)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        os.close(master)
+        kill_leftovers(tmp_path)

@@ -172,11 +172,13 @@ class ProcessManager:
             if (await self.state(unit)).is_running:
                 await self.stop(unit)
 
-    def kill_all(self) -> bool:
-        """SIGKILL what still runs of this host's units, supervisors and engines (the shutdown's last resort,
-        from its watchdog thread); True when something ran."""
+    def kill_all(self, spare: frozenset[str] = frozenset()) -> bool:
+        """SIGKILL what still runs of this host's units but those in `spare`, supervisors and engines (the
+        shutdown's last resort, from its watchdog thread); True when something ran."""
         killed = False
         for unit in self.known_units():
+            if unit in spare:
+                continue
             raw = read_state(self.unit_dir(unit, create=False)) or {}
             if supervisor_alive(raw):
                 with contextlib.suppress(ProcessLookupError, PermissionError):

@@ -96,6 +96,7 @@ def _serve(args: argparse.Namespace, config, token: str, *, readonly: bool, serv
     from console.errors import ConsoleError
     from console.hosts.state_dir import STATE_DIR_ENV, state_dir
     from console.ops.web_sessions import open_web_sessions
+    from console.shutdown import SHUTDOWN
     from console.ui.command import demo_state_root
     from console.ui.web.access import AccessGate, is_loopback
     from console.ui.web.demo_owner import DemoOwner
@@ -128,7 +129,8 @@ def _serve(args: argparse.Namespace, config, token: str, *, readonly: bool, serv
             await serve(server, args.bind, args.port, listening, owner.bring_up if owner else None)
         finally:
             if owner is not None:
-                await owner.close()
+                with SHUTDOWN.stopping("the web demo's units"):
+                    await owner.close()
 
     try:
         asyncio.run(main())

@@ -19,8 +19,9 @@ from console.domain.text import shown
 from console.errors import ConsoleError
 from console.factory import open_hosts
 from console.ops.audit import open_audit
-from console.ops.status import running_units
+from console.ops.status import kill_started_units, running_units
 from console.ops.switch import headline, switch_layout
+from console.shutdown import SHUTDOWN
 from console.ui.app import DEMO_FIRST_LAYOUT
 
 #: How long stopping one demo unit may take at the end.
@@ -48,7 +49,9 @@ class DemoOwner:
 
     async def bring_up(self) -> None:
         """Note what runs; bring the first layout up when nothing does (as `serve-console --demo` does)."""
-        self._at_start = await running_units(self.hosts)
+        self._at_start = at_start = await running_units(self.hosts)
+        # Past the shutdown's deadline, what the demo started is killed before the server exits.
+        SHUTDOWN.last_resort("the web demo's units", lambda: kill_started_units(self.hosts, at_start))
         if not self.start_first or self._at_start:
             return
         for host in self.hosts:

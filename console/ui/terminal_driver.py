@@ -15,6 +15,8 @@ from __future__ import annotations
 import asyncio
 import queue
 import termios
+from collections.abc import Callable
+from typing import Any
 
 from textual.drivers.linux_driver import LinuxDriver
 
@@ -33,11 +35,38 @@ def terminal_answers(fd: int) -> bool:
     return True
 
 
+class _TerminalFile:
+    """The terminal the writer thread writes to: a write that fails (EIO, the terminal gone) reports the
+    loss at once, and the thread lives on, draining its queue into nothing."""
+
+    def __init__(self, file: Any, on_lost: Callable[[], None]) -> None:
+        self._file, self._on_lost = file, on_lost
+
+    def write(self, text: str) -> None:
+        try:
+            self._file.write(text)
+        except (OSError, ValueError):
+            self._on_lost()
+
+    def flush(self) -> None:
+        try:
+            self._file.flush()
+        except (OSError, ValueError):
+            self._on_lost()
+
+    def __getattr__(self, name: str) -> Any:  # fileno, isatty, encoding: the terminal's own
+        return getattr(self._file, name)
+
+
 class ConsoleDriver(LinuxDriver):
     """LinuxDriver whose writes and close never wait for ever on a terminal that went away."""
 
     _lost = False
     _loop: asyncio.AbstractEventLoop | None = None
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._file = _TerminalFile(self._file, self.terminal_lost)
 
     def _sigcont_application(self, *args: object) -> None:
         # The kernel sends SIGCONT with SIGHUP when the terminal hangs up. Textual took it for a resume
@@ -82,6 +111,8 @@ class ConsoleDriver(LinuxDriver):
 
     def terminal_lost(self) -> None:
         """Drop all further output and end the app, within the shutdown's deadline."""
+        if self._lost:
+            return
         self._lost = True
         SHUTDOWN.begin("the terminal went away")
         loop, app = self._loop, self._app

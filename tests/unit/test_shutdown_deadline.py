@@ -153,3 +153,45 @@ def test_the_tui_demo_whose_unit_will_not_stop_is_killed_at_the_deadline_and_nam
             proc.wait()
         os.close(master)
         kill_leftovers(tmp_path)
+
+
+def test_the_tui_exits_when_its_terminal_closes_without_a_signal(tmp_path):
+    """A terminal that is not the console's controlling one sends no SIGHUP when it goes: the failed writes
+    and reads say it is gone, and the console ends within the deadline (it blocked in a write before)."""
+    import fcntl
+    import pty
+    import select
+    import struct
+    import termios
+
+    from test_signals import kill_leftovers, story_env
+
+    env = dict(story_env(tmp_path), TERM="xterm-256color", SERVE_CONSOLE_STATE_DIR=str(tmp_path / "state"),
+               SERVE_CONSOLE_DEMO_NO_START="1")  # fmt: skip
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
+    proc = subprocess.Popen([sys.executable, "-m", "console", "--demo"], stdin=slave, stdout=slave, stderr=slave,
+                            cwd=REPO, env=env, start_new_session=True)  # fmt: skip
+    os.close(slave)
+    seen = bytearray()
+
+    def drawn() -> bool:
+        while select.select([master], [], [], 0)[0]:
+            try:
+                seen.extend(os.read(master, 65536))
+            except OSError:
+                break
+        return b"kimi-k2.6" in seen
+
+    try:
+        assert wait_until(drawn, timeout_s=60), "the console never drew its host"
+        os.close(master)  # the terminal goes away; no signal comes
+        master = -1
+        assert wait_until(lambda: proc.poll() is not None, timeout_s=30), "the console outlived its terminal"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        if master >= 0:
+            os.close(master)
+        kill_leftovers(tmp_path)

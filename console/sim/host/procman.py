@@ -58,8 +58,14 @@ async def _to_the_end(action: Callable[..., None], *args: Any) -> None:
     try:
         await asyncio.shield(done)
     except asyncio.CancelledError:
-        with contextlib.suppress(Exception):
-            await done
+        # Every cancel, not only the first: an app that shuts down cancels its workers more than once, and
+        # a start cut off at the second left the unit's lock while its thread still spawned the unit (the
+        # demo's clean exit then found nothing to stop, and the unit ran on).
+        while not done.done():
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.wait({done})  # never raises the action's own error, nor cancels it
+        if not done.cancelled():
+            done.exception()  # seen: the cancel is what this caller reports
         raise
 
 

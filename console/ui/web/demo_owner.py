@@ -75,7 +75,10 @@ class DemoOwner:
         """Stop the units the demo started (none when it never looked), then close the hosts."""
         if self._at_start is not None:
             with contextlib.suppress(Exception):
-                started = await running_units(self.hosts) - self._at_start
+                # Every unit that did not run at start, as the TUI's demo does: a start in flight has no
+                # state yet, and a stop waits for it under the unit's lock.
+                started = {(h.name, u) for h in self.hosts for s in h.config.services for u in s.all_units()}
+                started -= self._at_start
                 by_name = {h.name: h for h in self.hosts}
                 for host_name, unit in sorted(started):
                     with contextlib.suppress(Exception):

@@ -133,6 +133,8 @@ class SwitchResult:
     """... to HTTP ready (the engine's ready line or `/health` 200)."""
     first_token_s: float | None = None
     """... to the first token of a streamed one-token completion (`first_token_check`)."""
+    evidence: str | None = None
+    """The incident's evidence folder (ops/evidence), when the service was in one or this start failed."""
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -161,6 +163,7 @@ class SwitchResult:
             "fit": self.fit,
             "rollback": None,
             "audit_id": self.audit_id,
+            "evidence": self.evidence,
         }
         if self.rollback is not None:
             nested = self.rollback.to_json()

@@ -36,7 +36,7 @@ def print_refused(host: str, service: str, layout: str, reason: str) -> None:
 
 
 #: Rows the verdict's own sentence already says, or that belong to the card only.
-_SAID = {"layout", "cause", "reason", "verdict", "fits"}
+_SAID = {"layout", "cause", "reason", "verdict", "fits", "evidence"}
 
 
 def failure_words(result: SwitchResult) -> list[str]:
@@ -80,6 +80,8 @@ def verdict_lines(result: SwitchResult) -> list[str]:
         out.append(f"FAILED: {result.layout} after {result.elapsed_s:.1f} s: {words[0]}")
         out += [f"  {w}" for w in words[1:]]
         out.append(f"  detected {detected} after the decisive log line or state change")
+    if result.evidence is not None:
+        out.append(f"  evidence: {result.evidence}")
     back = result.rollback
     if back is not None:
         back_detected = f"{back.detected_after_s:.2f} s" if back.detected_after_s is not None else "?"

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from sim_fixtures import free_port
+from test_cli_headless import cli, demo_env, json_lines  # noqa: F401 (demo_env is a fixture)
 from test_sim_vllm import qwen_host
 
 from console.config import LayoutConfig
@@ -137,3 +138,23 @@ async def test_a_healthy_service_is_in_no_incident(sim_hosts, state_root) -> Non
     assert await evidence_before(host, service, "stop") is None
     result = await stop_service(host, service)
     assert result.outcome == "stopped" and result.evidence is None
+
+
+def test_a_failed_switch_keeps_its_evidence_before_the_rollback_and_status_names_it(demo_env) -> None:  # noqa: F811
+    cwd, env = demo_env
+    assert cli(cwd, env, "switch", "EP8", "--json").returncode == 0
+    run = cli(cwd, env, "switch", "TP4EP2", "--force", "--json")
+    assert run.returncode == 1, run.stderr
+    result = json_lines(run.stdout)[-1]
+    assert result["outcome"] == "failed" and result["rollback"]["outcome"] == "ready", result
+    folder = Path(result["evidence"])
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert manifest["trigger"] == "rollback" and manifest["kind"] == "cuda_oom", manifest
+    steps = [e for e in json_lines(run.stdout) if e["event"] == "step" and e["step"] == "evidence"]
+    assert steps and steps[0]["detail"] == f"evidence: {folder}"
+    journals = [p for p in manifest["parts"] if p["name"] == "journal" and p["file"]]
+    assert any("CUDA out of memory" in (folder / p["file"]).read_text() for p in journals)
+    status = cli(cwd, env, "status", "--json")
+    lines = [s for s in json_lines(status.stdout) if s.get("service") == result["service"]
+             and s.get("host") == result["host"]]
+    assert lines and lines[0]["evidence"] == str(folder)

@@ -59,6 +59,10 @@ async def test_r_restarts_a_failed_unit_and_the_picker_says_failed(sim_env) -> N
             assert await wait_for(pilot, lambda: not screen.switching and panel.finished, timeout_s=60)
             assert panel.outcome == "ready"
             assert (await screen.host.services.state(unit)).is_running
+            # Ready means a token: the panel gives the port, HTTP and first-token times, in order.
+            said = [what for _, what, _, _ in panel.steps]
+            assert said.index("port-open") < said.index("http-ready") < said.index("first-token"), said
+            assert " token " in str(panel.query_one("#switch-status").render())
             # The failed unit's evidence was kept before the restart, and the panel says where.
             kept = [detail for _, what, detail, _ in panel.steps if what == "evidence"]
             assert kept and kept[0].startswith(f"evidence: {sim_env / 'evidence'}"), panel.steps

@@ -23,6 +23,8 @@ from test_sim_vllm import qwen_host
 from console.config import LayoutConfig
 from console.domain.layout import parse_layout
 from console.ops.evidence import collect_evidence, evidence_before, incident_of, latest_evidence
+from console.ops.switch.events import result_from_json
+from console.ops.switch.failure_text import failure_rows
 from console.ops.switch.orchestrate import switch_layout
 from console.ops.switch.service_control import restart_service, stop_service
 
@@ -154,6 +156,8 @@ def test_a_failed_switch_keeps_its_evidence_before_the_rollback_and_status_names
     assert steps and steps[0]["detail"] == f"evidence: {folder}"
     journals = [p for p in manifest["parts"] if p["name"] == "journal" and p["file"]]
     assert any("CUDA out of memory" in (folder / p["file"]).read_text() for p in journals)
+    card = {row.label: row.value for row in failure_rows(result_from_json(result))}
+    assert card["evidence"] == str(folder)  # the failure card's row
     status = cli(cwd, env, "status", "--json")
     lines = [s for s in json_lines(status.stdout) if s.get("service") == result["service"]
              and s.get("host") == result["host"]]

@@ -44,9 +44,13 @@ def _tools(node: Host) -> Transport:
     return tools
 
 
-def _first_line(text: str) -> str:
-    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
-    return lines[-1][:300] if lines else ""
+def _said(text: str) -> str:
+    """What a tool said, its lines joined into one (py-spy's EPERM text spans two), 300 characters at most."""
+    return " ".join(line.strip() for line in text.splitlines() if line.strip())[:300]
+
+
+#: py-spy's words when ptrace is refused (benfred/py-spy#459, #12, #612; DataDog/system-tests#7625).
+_REFUSED = ("permission denied", "operation not permitted", "sys_ptrace", "ptrace")
 
 
 async def units_text(nodes: Sequence[Host], service: ServiceConfig) -> str:
@@ -87,7 +91,7 @@ async def gpus_text(node: Host) -> str:
         raise Unavailable(f"nvidia-smi not installed on {node.name}")
     if not result.ok:
         raise Unavailable(f"nvidia-smi on {node.name} exited {result.exit_status}: "
-                          f"{_first_line(result.stdout + result.stderr)}")
+                          f"{_said(result.stdout + result.stderr)}")
     return result.stdout
 
 
@@ -130,18 +134,21 @@ def _py_spy_argv(service: ServiceConfig, pid: int, native: bool) -> list[str]:
     return ["sudo", "-n", *argv] if service.sudo else argv
 
 
-async def _dump(tools: Transport, service: ServiceConfig, pid: int) -> tuple[bool, str]:
-    """(dumped, text) for one process: `--native` first, then without it when that alone failed."""
+async def _dump(tools: Transport, service: ServiceConfig, pid: int) -> tuple[bool, str, bool]:
+    """(dumped, text, py-spy missing) for one process: `--native` first, then without it when only that
+    failed (it needs the process's native symbols, which a stripped build or another arch may lack)."""
     result = await tools.run(_py_spy_argv(service, pid, True), timeout_s=DUMP_TIMEOUT_S)
     if result.ok:
-        return True, result.stdout
-    said = _first_line(result.stdout + result.stderr)
-    if result.exit_status == 127 or "Permission denied" in said or "EPERM" in said or "ptrace" in said.lower():
-        return False, said
+        return True, result.stdout, False
+    said = _said(result.stdout + "\n" + result.stderr)
+    if result.exit_status == 127:
+        return False, said, True
+    if any(word in said.lower() for word in _REFUSED):
+        return False, said, False  # no point asking again without --native
     plain = await tools.run(_py_spy_argv(service, pid, False), timeout_s=DUMP_TIMEOUT_S)
     if plain.ok:
-        return True, f"(--native failed: {said})\n{plain.stdout}"
-    return False, _first_line(plain.stdout + plain.stderr) or said
+        return True, f"(--native failed: {said})\n{plain.stdout}", False
+    return False, _said(plain.stdout + "\n" + plain.stderr) or said, False
 
 
 async def stacks_text(node: Host, service: ServiceConfig, states: Sequence[UnitState]) -> str:
@@ -154,13 +161,13 @@ async def stacks_text(node: Host, service: ServiceConfig, states: Sequence[UnitS
     processes = descendants(ps.stdout, roots) if ps.ok else [(pid, "") for pid in roots]
     processes = processes[:MAX_PROCESSES] or [(pid, "") for pid in roots]
     dumps = await asyncio.gather(*(_dump(tools, service, pid) for pid, _ in processes))
-    if not any(ok for ok, _ in dumps):
-        said = dumps[0][1]
-        if "not found" in said or "No such file" in said:
+    if not any(ok for ok, _, _ in dumps):
+        _, said, missing = dumps[0]
+        if missing:
             raise Unavailable(f"py-spy not installed on {node.name}")
         raise Unavailable(f"py-spy on {node.name} could not read pid {processes[0][0]}: {said}")
     out = []
-    for (pid, args), (ok, text) in zip(processes, dumps, strict=True):
+    for (pid, args), (ok, text, _) in zip(processes, dumps, strict=True):
         out.append(f"=== pid {pid}: {args[:300]}")
         out.append(text.rstrip("\n") if ok else f"(no stack: {text})")
         out.append("")

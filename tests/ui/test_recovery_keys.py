@@ -64,7 +64,9 @@ async def test_r_restarts_a_failed_unit_and_the_picker_says_failed(sim_env) -> N
             assert said.index("port-open") < said.index("http-ready") < said.index("first-token"), said
             assert " token " in str(panel.query_one("#switch-status").render())
             # The failed unit's evidence was kept before the restart, and the panel says where.
-            kept = [detail for _, what, detail, _ in panel.steps if what == "evidence"]
+            said_evidence = [detail for _, what, detail, _ in panel.steps if what == "evidence"]
+            assert said_evidence[0].startswith(f"keeping the evidence of {unit} on demo failed"), said_evidence
+            kept = [detail for detail in said_evidence if detail.startswith("evidence: ")]
             assert kept and kept[0].startswith(f"evidence: {sim_env / 'evidence'}"), panel.steps
             folder = Path(kept[0].split(": ", 1)[1].split(" (", 1)[0])
             manifest = json.loads((folder / "manifest.json").read_text())

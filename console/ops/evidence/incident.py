@@ -10,6 +10,7 @@ A stall is named by the stall verdict itself, which calls `collect_evidence` wit
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -76,14 +77,18 @@ async def incident_of(host: Host, service: ServiceConfig) -> Incident | None:
 
 
 async def evidence_before(host: Host, service: ServiceConfig, action: str, *,
-                          deadline_s: float = EVIDENCE_DEADLINE_S, state_root: Path | None = None) -> Evidence | None:
+                          deadline_s: float = EVIDENCE_DEADLINE_S, state_root: Path | None = None,
+                          on_incident: Callable[[Incident], None] | None = None) -> Evidence | None:
     """Before `action` (stop, restart, switch, rollback) of a service in an incident: its evidence, once
-    per incident, `deadline_s` at most; None when the service is in no incident. Never raises: evidence
-    that cannot be had (an unusable state dir) never holds back the action."""
+    per incident, `deadline_s` at most; None when the service is in no incident. `on_incident` hears the
+    incident before its evidence is collected (a face says why it waits). Never raises: evidence that
+    cannot be had (an unusable state dir) never holds back the action."""
     try:
         incident = await incident_of(host, service)
         if incident is None:
             return None
+        if on_incident is not None:
+            on_incident(incident)
         return await collect_evidence(host, service, incident.reason, kind=incident.kind, key=incident.key,
                                       since=incident.since, deadline_s=deadline_s, state_root=state_root,
                                       trigger=action)

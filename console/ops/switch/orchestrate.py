@@ -25,7 +25,7 @@ from console.config import LayoutConfig, ServiceConfig
 from console.domain.models import Engine
 from console.errors import ConsoleError, UsageError
 from console.hosts.base import Host
-from console.ops.evidence import Evidence, collect_evidence, evidence_before
+from console.ops.evidence import EVIDENCE_DEADLINE_S, Evidence, collect_evidence, evidence_before
 from console.ops.fit_check import fit_layout, host_capacity, layouts_that_fit
 from console.ops.ranks import ALIVE, group_state, node_health
 from console.ops.status import layout_of_unit, running_layout, unit_states
@@ -200,7 +200,9 @@ class _Switch(LayoutStarter):
             self.step(layout.name, t0, "preflight", f"predicted {fit.verdict}: {fit.reason}; forced")
         else:
             self.step(layout.name, t0, "preflight", f"predicted {fit.verdict}: {fit.reason}")
-        before = await evidence_before(self.host, self.service, "switch")  # what the stop would destroy
+        before = await evidence_before(  # what the stop would destroy
+            self.host, self.service, "switch", on_incident=lambda incident: self.step(
+                layout.name, t0, "evidence", f"keeping the evidence of {incident.reason} ({EVIDENCE_DEADLINE_S:g} s at most)"))
         if before is not None:
             self.step(layout.name, t0, "evidence", before.words())
         result = await self.start(layout, from_layout=from_layout, forced=force, fit_json=fit_json, t0=t0,

@@ -14,7 +14,7 @@ from console.config import ServiceConfig
 from console.hosts.base import Host
 from console.ops.audit import AuditLog
 from console.ops.cluster import node_hosts
-from console.ops.evidence import EVIDENCE_DEADLINE_S, evidence_before
+from console.ops.evidence import EVIDENCE_DEADLINE_S, Incident, evidence_before
 from console.ops.status import layout_of_unit, running_layout, unit_states
 from console.ops.switch.events import READY, REFUSED, ResultEvent, StepEvent, SwitchEvent, SwitchResult
 from console.ops.switch.locks import ServiceBusy, switch_locks
@@ -90,7 +90,11 @@ async def restart_service(
     or TIMEOUT. A service in an incident has its evidence collected first (`evidence_s` at most)."""
     emit = on_event or (lambda _e: None)
     t0 = time.monotonic()
-    evidence = await evidence_before(host, service, "restart", deadline_s=evidence_s)
+    def collecting(incident: Incident) -> None:
+        emit(StepEvent(layout="-", elapsed_s=time.monotonic() - t0, step="evidence",
+                       detail=f"keeping the evidence of {incident.reason} ({evidence_s:g} s at most)"))
+
+    evidence = await evidence_before(host, service, "restart", deadline_s=evidence_s, on_incident=collecting)
     if evidence is not None:
         emit(StepEvent(layout="-", elapsed_s=time.monotonic() - t0, step="evidence", detail=evidence.words()))
     path = str(evidence.path) if evidence is not None else None

@@ -13,11 +13,13 @@ from aiohttp import web
 from console.domain.models import Engine
 from console.hosts.endpoints import HttpHealthProbe, first_token_probe
 
+RELEASE = web.AppKey("release", asyncio.Event)
+
 
 @contextlib.asynccontextmanager
 async def engine(completions):
     app = web.Application()
-    release = app["release"] = asyncio.Event()
+    release = app[RELEASE] = asyncio.Event()
     seen: list[dict] = []
 
     async def models(_request: web.Request) -> web.Response:
@@ -46,7 +48,7 @@ async def stream(request: web.Request, *chunks: object) -> web.StreamResponse:
     await response.prepare(request)
     for chunk in chunks:
         if chunk == "wait":
-            await request.app["release"].wait()
+            await request.app[RELEASE].wait()
             break
         data = chunk if isinstance(chunk, str) else json.dumps(chunk)
         await response.write(f"data: {data}\n\n".encode())

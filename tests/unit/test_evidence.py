@@ -37,7 +37,8 @@ def host_config(port: int):
     key = LayoutConfig("TP4 key", dataclasses.replace(parse_layout("TP4"),
                                                       extra_args=("--api-key", "sk-evidence-secret-1234")))
     dies = LayoutConfig("TP4 dies", dataclasses.replace(parse_layout("TP4"), extra_args=("--fail", "engine_dead")))
-    return dataclasses.replace(cfg, services=(dataclasses.replace(service, layouts=(*service.layouts, key, dies)),))
+    kv = LayoutConfig("TP4 kv", dataclasses.replace(parse_layout("TP4"), extra_args=("--fail", "kv")))
+    return dataclasses.replace(cfg, services=(dataclasses.replace(service, layouts=(*service.layouts, key, dies, kv)),))
 
 
 @pytest.fixture
@@ -162,3 +163,16 @@ def test_a_failed_switch_keeps_its_evidence_before_the_rollback_and_status_names
     lines = [s for s in json_lines(status.stdout) if s.get("service") == result["service"]
              and s.get("host") == result["host"]]
     assert lines and lines[0]["evidence"] == str(folder)
+
+
+async def test_each_failed_start_is_its_own_incident_and_a_stop_after_it_finds_its_folder(sim_hosts, state_root) -> None:
+    host = sim_hosts(host_config(free_port()))
+    service = host.config.services[0]
+    first = await switch_layout(host, None, "TP4 kv", timeout_s=60, rollback=False)
+    second = await switch_layout(host, None, "TP4 kv", timeout_s=60, rollback=False)
+    assert (first.outcome, second.outcome) == ("failed", "failed"), (first.reason, second.reason)
+    assert first.evidence and second.evidence and first.evidence != second.evidence  # two starts, two incidents
+    manifest = json.loads((Path(second.evidence) / "manifest.json").read_text())
+    assert manifest["trigger"] == "verdict" and manifest["unit"] == second.unit
+    stop = await stop_service(host, service)  # the failure a moment later, as the CLI or the TUI sees it
+    assert stop.evidence == second.evidence

@@ -23,6 +23,7 @@ from console.ops.evidence import parts as p
 from console.ops.evidence.folder import (
     FORMAT,
     OK,
+    SAME_INCIDENT_S,
     TIMED_OUT,
     UNAVAILABLE,
     Folder,
@@ -32,6 +33,7 @@ from console.ops.evidence.folder import (
     folder_name,
     prune,
     read_manifest,
+    recent_of_unit,
     safe_name,
 )
 
@@ -87,6 +89,8 @@ async def collect_evidence(
     deadline_s: float = EVIDENCE_DEADLINE_S,
     state_root: Path | None = None,
     trigger: str = "verdict",
+    unit: str | None = None,
+    same_after: float | None = None,
 ) -> Evidence:
     """Collect the evidence of one incident of `service` (the stall verdict, a failed start, a dead engine
     or node) into its folder, once: a second call for the same `key` finds the first one's folder.
@@ -99,6 +103,9 @@ async def collect_evidence(
         deadline_s: when the parts still running are written down as timed out.
         trigger: what asked for it: `verdict` (the stall verdict, the watch daemon's alert), or the action
             about to run (`stop`, `restart`, `switch`, `rollback`).
+        unit: the unit whose run the incident is; a folder of it begun after `same_after` is this
+            incident's (another face saw the same failure a moment earlier).
+        same_after: default SAME_INCIDENT_S before `since`; a start that failed gives its own start.
     """
     started = time.time()
     root = evidence_root(state_root or state_dir())
@@ -106,6 +113,9 @@ async def collect_evidence(
     if (root / name) in _running:
         first = await asyncio.shield(_running[root / name])
         return Evidence(first.path, first.manifest, reused=True)
+    after = same_after if same_after is not None else (since if since is not None else started) - SAME_INCIDENT_S
+    if unit is not None and (earlier := recent_of_unit(root, host.name, service.name, unit, after)) is not None:
+        return Evidence(earlier, read_manifest(earlier) or {}, reused=True)
     folder = claim(root, name)
     if folder is None:
         return await _wait_for(root / name, deadline_s)
@@ -113,7 +123,7 @@ async def collect_evidence(
     _running[folder.path] = done
     try:
         evidence = await _collect(folder, host, service, reason, kind=kind, key=key, since=since,
-                                  deadline_s=deadline_s, trigger=trigger, started=started)
+                                  deadline_s=deadline_s, trigger=trigger, started=started, unit=unit)
         done.set_result(evidence)
         return evidence
     except BaseException as exc:
@@ -126,7 +136,8 @@ async def collect_evidence(
 
 
 async def _collect(folder: Folder, host: Host, service: ServiceConfig, reason: str, *, kind: str, key: str,
-                   since: float | None, deadline_s: float, trigger: str, started: float) -> Evidence:
+                   since: float | None, deadline_s: float, trigger: str, started: float,
+                   unit: str | None) -> Evidence:
     nodes = _nodes(host, service)
     jobs: list[tuple[Part, Callable[[], Awaitable[str]]]] = []
 
@@ -149,7 +160,7 @@ async def _collect(folder: Folder, host: Host, service: ServiceConfig, reason: s
     written = await _run_all(folder, jobs, started + deadline_s)
     manifest = {
         "format": FORMAT, "host": host.name, "service": service.name, "engine": service.engine.value,
-        "kind": kind, "reason": reason, "incident": key, "since": since, "trigger": trigger,
+        "kind": kind, "reason": reason, "incident": key, "unit": unit, "since": since, "trigger": trigger,
         "started_at": round(started, 3), "finished_at": round(time.time(), 3), "deadline_s": deadline_s,
         "nodes": [n.name for n in nodes], "bytes": folder.written_bytes,
         "parts": [part.to_json() for part in written],

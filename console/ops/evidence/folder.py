@@ -32,6 +32,9 @@ MAX_PART_BYTES = 2 << 20
 MAX_FOLDER_BYTES = 24 << 20
 #: Evidence folders kept in the state dir (the oldest go first).
 KEEP_FOLDERS = 32
+#: A folder of the same unit begun this long before an incident's start is that incident's: the watch
+#: daemon collects at the fatal line, a stop after it sees the unit failed a moment later.
+SAME_INCIDENT_S = 60.0
 OK, TIMED_OUT, UNAVAILABLE = "ok", "timed-out", "unavailable"
 _SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
@@ -139,5 +142,17 @@ def latest_for(root: Path, host: str, service: str) -> Path | None:
         for path in sorted((p for p in root.iterdir() if marker in p.name), reverse=True):
             manifest = read_manifest(path)
             if manifest is not None and manifest.get("host") == host and manifest.get("service") == service:
+                return path
+    return None
+
+
+def recent_of_unit(root: Path, host: str, service: str, unit: str, after: float) -> Path | None:
+    """The newest finished folder of `unit` begun after `after`."""
+    marker = f"-{safe_name(host)}-{safe_name(service)}-"
+    with contextlib.suppress(OSError):
+        for path in sorted((p for p in root.iterdir() if marker in p.name), reverse=True):
+            manifest = read_manifest(path)
+            if (manifest is not None and manifest.get("host") == host and manifest.get("service") == service
+                    and manifest.get("unit") == unit and manifest.get("started_at", 0.0) >= after):
                 return path
     return None

@@ -31,6 +31,8 @@ class Incident:
     key: str
     reason: str
     since: float | None
+    unit: str | None = None
+    """The unit whose run it is (the same failure seen by two faces at two moments is one incident)."""
 
 
 async def incident_of(host: Host, service: ServiceConfig) -> Incident | None:
@@ -57,12 +59,12 @@ async def incident_of(host: Host, service: ServiceConfig) -> Incident | None:
         node, st = failed[-1]
         how = f"result {st.result}" if st.result else "failed"
         return Incident("unit_failed", f"failed:{node.name}:{st.unit}:{st.since}",
-                        f"{st.unit} on {node.name} failed ({how})", st.since)
+                        f"{st.unit} on {node.name} failed ({how})", st.since, st.unit)
     if unit is None:
         death = await last_death(host, service, head_states)
         if death is not None:
             return Incident(death.finding.cls.value, f"died:{death.unit}:{death.finding.ts}",
-                            death.words(), death.finding.ts)
+                            death.words(), death.finding.ts, death.unit)
         return None
     running = service.layout(layout) if layout else None
     if running is not None and running.nodes > 1:
@@ -70,7 +72,7 @@ async def incident_of(host: Host, service: ServiceConfig) -> Incident | None:
             for health in await node_health(host, service, running, unit):
                 if health.state not in (ALIVE, UNKNOWN):
                     return Incident("node_" + health.state, f"node:{health.host}:{unit}:{health.state}:{began}",
-                                    health.words(), began)
+                                    health.words(), began, unit)
         except Exception:
             return None
     return None
@@ -91,6 +93,6 @@ async def evidence_before(host: Host, service: ServiceConfig, action: str, *,
             on_incident(incident)
         return await collect_evidence(host, service, incident.reason, kind=incident.kind, key=incident.key,
                                       since=incident.since, deadline_s=deadline_s, state_root=state_root,
-                                      trigger=action)
+                                      trigger=action, unit=incident.unit)
     except Exception:
         return None

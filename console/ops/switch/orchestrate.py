@@ -223,7 +223,9 @@ class _Switch(LayoutStarter):
         with contextlib.suppress(Exception):  # evidence that cannot be had never holds back the rollback
             return await collect_evidence(self.host, self.service, failed.reason, kind=kind,
                                           key=f"start:{failed.unit}:{failed.started_at}",
-                                          since=failed.started_at or None, trigger="rollback" if rollback else "verdict")
+                                          since=failed.started_at or None, unit=failed.unit,
+                                          same_after=failed.started_at or None,
+                                          trigger="rollback" if rollback else "verdict")
         return None
 
     async def roll_back(self, failed: SwitchResult, from_layout: str | None) -> SwitchResult:

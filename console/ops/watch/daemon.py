@@ -203,10 +203,11 @@ class WatchDaemon:
         try:
             # The incident as a stop or restart of it would name it, so the faces share one folder.
             incident = await incident_of(host, service)
-            key, since = ((incident.key, incident.since) if incident is not None
-                          else (f"alert:{alert.fingerprint}:{alert.starts_at}", alert.starts_at))
+            key, since, unit = ((incident.key, incident.since, incident.unit) if incident is not None
+                                else (f"alert:{alert.fingerprint}:{alert.starts_at}", alert.starts_at,
+                                      alert.label("unit") or None))
             evidence = await collect_evidence(host, service, alert.annotation("summary"), kind=name, key=key,
-                                              since=since, trigger="watch")
+                                              since=since, trigger="watch", unit=unit)
         except Exception as exc:  # evidence that cannot be had is said; the alert stands without it
             self.say(f"{name} {host.name}/{service.name}: no evidence: {exc}")
             return

@@ -69,7 +69,11 @@ def run(args: argparse.Namespace) -> int:
     if os.environ.get(STATE_DIR_ENV):
         return asyncio.run(story(Path(os.environ[STATE_DIR_ENV])))
     with tempfile.TemporaryDirectory(prefix="serve-console-demo-") as tmp:
-        return asyncio.run(story(Path(tmp)))
+        os.environ[STATE_DIR_ENV] = tmp  # what the story keeps (its evidence too) goes with it
+        try:
+            return asyncio.run(story(Path(tmp)))
+        finally:
+            os.environ.pop(STATE_DIR_ENV, None)
 
 
 def _operators_config(path: str | None):

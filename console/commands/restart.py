@@ -52,4 +52,6 @@ async def _restart(host_cfg, service, args: argparse.Namespace) -> int:
             print_json(result.to_json())
         else:
             print(shown(f"{result.host}/{result.service}: NOT RESTARTED: {result.reason}"))
+            if result.evidence is not None:
+                print(shown(f"  evidence: {result.evidence}"))
     return 0 if result.outcome == READY else 1

@@ -50,11 +50,14 @@ async def _status(host_cfgs, as_json: bool) -> int:
                 await _print_nodes(host, host_cfg, as_json)
                 for st, (figures, why) in zip(statuses, engines, strict=True):
                     failed = failed or st.error is not None
+                    evidence = _evidence(host_cfg.name, st.service)
                     if as_json:
-                        print_json({**st.to_json(), **metrics_json(figures, why)})
+                        print_json({**st.to_json(), **metrics_json(figures, why), "evidence": evidence})
                     else:
                         _print_human(st)
                         print(f"  {shown(figures_line(figures, why))}")
+                        if evidence is not None:
+                            print(f"  evidence: {shown(evidence)}")
             except BrokenPipeError:  # our own stdout closed (`status | head`): no host is at fault
                 raise
             except Exception as exc:  # one host down never hides the others
@@ -68,6 +71,18 @@ async def _status(host_cfgs, as_json: bool) -> int:
     finally:
         audit.close()
     return 1 if failed else 0
+
+
+def _evidence(host: str, service: str) -> str | None:
+    """The newest evidence folder of the service (ops/evidence), None when there is none."""
+    from console.hosts.state_dir import state_dir
+    from console.ops.evidence import latest_evidence
+
+    try:
+        path = latest_evidence(state_dir(), host, service)
+    except Exception:  # an unusable state dir has already been said by the audit log
+        return None
+    return None if path is None else str(path)
 
 
 async def _print_nodes(host, host_cfg, as_json: bool) -> None:

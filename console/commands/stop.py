@@ -42,4 +42,6 @@ async def _stop(host_cfg, service, as_json: bool) -> int:
         print_json(result.to_json())
     else:
         print(shown(f"{result.host}/{result.service}: {result.outcome.upper()}: {result.reason}"))
+        if result.evidence is not None:
+            print(shown(f"  evidence (collected before the stop): {result.evidence}"))
     return 0 if result.outcome in (STOPPED, NOTHING) else 1

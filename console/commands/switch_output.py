@@ -36,7 +36,7 @@ def print_refused(host: str, service: str, layout: str, reason: str) -> None:
 
 
 #: Rows the verdict's own sentence already says, or that belong to the card only.
-_SAID = {"layout", "cause", "reason", "verdict", "fits"}
+_SAID = {"layout", "cause", "reason", "verdict", "fits", "evidence"}
 
 
 def failure_words(result: SwitchResult) -> list[str]:
@@ -52,6 +52,13 @@ def failure_words(result: SwitchResult) -> list[str]:
     return lines
 
 
+def readiness_times(result: SwitchResult) -> str:
+    """`port open 41.2 s · HTTP ready 41.9 s · first token 42.0 s`, the times there are ("" for none)."""
+    times = (("port open", result.port_open_s), ("HTTP ready", result.http_ready_s),
+             ("first token", result.first_token_s))
+    return " · ".join(f"{name} {value:.1f} s" for name, value in times if value is not None)
+
+
 def verdict_lines(result: SwitchResult) -> list[str]:
     """The final verdict of a switch and of its rollback, in plain words."""
     detected = f"{result.detected_after_s:.2f} s" if result.detected_after_s is not None else "?"
@@ -60,6 +67,8 @@ def verdict_lines(result: SwitchResult) -> list[str]:
         out.append(
             f"READY: {result.layout} is serving after {result.elapsed_s:.1f} s (verdict {detected} after the engine said so)"
         )
+        if readiness_times(result):
+            out.append(f"  {readiness_times(result)}")
     elif result.outcome == "unchanged":
         out.append(f"UNCHANGED: {result.reason}")
     elif result.outcome == "refused":
@@ -71,6 +80,8 @@ def verdict_lines(result: SwitchResult) -> list[str]:
         out.append(f"FAILED: {result.layout} after {result.elapsed_s:.1f} s: {words[0]}")
         out += [f"  {w}" for w in words[1:]]
         out.append(f"  detected {detected} after the decisive log line or state change")
+    if result.evidence is not None:
+        out.append(f"  evidence: {result.evidence}")
     back = result.rollback
     if back is not None:
         back_detected = f"{back.detected_after_s:.2f} s" if back.detected_after_s is not None else "?"

@@ -88,6 +88,9 @@ class ServiceConfig:
     """"direct": probe the URL from the console; "ssh": through a port forward on the host's connection."""
     sudo: bool = False
     """Run systemctl actions through `sudo -n`."""
+    first_token_check: bool = True
+    """A start is READY only once a streamed one-token completion has returned its first token (after the
+    engine's ready line or `/health` 200); false: READY at HTTP ready, as engines themselves say."""
     line: int | None = None
     cluster: ClusterConfig | None = None
     """The hosts it spans, when it runs over several (None: this host alone)."""

@@ -36,6 +36,7 @@ SERVICE_KEYS = (
     "mem_fraction",
     "health_via",
     "sudo",
+    "first_token_check",
     "layouts",
     *NODE_KEYS,
 )
@@ -164,6 +165,7 @@ def parse_service(
         mem_fraction=table.number("mem_fraction", above=0.0, maximum=1.0),
         health_via=table.text("health_via", "ssh" if ssh_host else "direct", choices=HEALTH_VIA),
         sudo=table.flag("sudo"),
+        first_token_check=table.flag("first_token_check", True),
         line=table.line,
         cluster=parse_cluster(table, name, host, env_file_path),
     )

@@ -202,6 +202,9 @@ class Host:
     none of its units runs."""
     node: NodeFacts | None = None
     """Process states, routes and TCP as the host itself sees them, for a service's per-rank health."""
+    tools: Transport | None = None
+    """Runs the host's own diagnostic tools (`ps`, `py-spy`, `nvidia-smi -q`) for evidence (ops/evidence);
+    None: the host's `transport` runs them (a simulated host brings its own stand-ins)."""
     peers: dict[str, Host] = field(default_factory=dict)
     """The other hosts of this host's services that span several hosts, by name (the factory links them)."""
     journals: JournalHub = field(init=False, repr=False)

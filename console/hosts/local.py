@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Sequence
+import os
+from collections.abc import AsyncIterator, Mapping, Sequence
 
 from console.domain.models import CommandResult
 from console.errors import HostError
@@ -22,8 +23,10 @@ def _not_found(argv: tuple[str, ...], exc: OSError) -> CommandResult:
 class LocalTransport:
     """Runs argv lists as local child processes (no shell)."""
 
-    def __init__(self, name: str = "localhost") -> None:
+    def __init__(self, name: str = "localhost", *, env: Mapping[str, str] | None = None) -> None:
+        """`env`: variables set for every command, over this process's own (None: its own alone)."""
         self.name = name
+        self.env = None if env is None else {**os.environ, **env}
 
     async def run(
         self, argv: Sequence[str], *, input: str | None = None, timeout_s: float | None = None
@@ -40,6 +43,7 @@ class LocalTransport:
                 stdin=asyncio.subprocess.PIPE if input is not None else asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
+                env=self.env,
             )
         except OSError as exc:
             return _not_found(args, exc)
@@ -80,6 +84,7 @@ class LocalTransport:
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
+                env=self.env,
             )
         except OSError as exc:
             raise CommandFailed(self.name, _not_found(args, exc)) from None

@@ -121,21 +121,36 @@ async def ras_status(head: Host, service: ServiceConfig) -> tuple[RasReport | No
     port = service.cluster.ras_port if service.cluster is not None else 0
     if not port or head.node is None:
         return None, ""
+    try:
+        data = await ras_query(head, port, "STATUS")
+        return parse_ras_status(data.decode("utf-8", "replace")), ""
+    except Exception as exc:  # no RAS (NCCL < 2.24, NCCL_RAS_ENABLE=0), a timeout, no report: say so
+        return None, f"no NCCL RAS on {head.name}:{port} ({str(exc) or type(exc).__name__})"
+
+
+async def ras_query(head: Host, port: int, command: str, *, timeout_s: float = RAS_TIMEOUT_S) -> bytes:
+    """NCCL RAS's raw answer to `command` (`STATUS`, `VERBOSE STATUS`), asked on the head's own localhost,
+    MAX_REPORT_BYTES at most (a byte more, so a caller can tell it was cut).
+
+    Raises:
+        HostError, OSError, TimeoutError: RAS does not answer (NCCL < 2.24, NCCL_RAS_ENABLE=0), in time.
+        ValueError: the host cannot dial (no node facts).
+    """
+    if head.node is None:
+        raise ValueError(f"{head.name} cannot open a connection of its own")
     writer = None
     try:
-        async with asyncio.timeout(RAS_TIMEOUT_S):
+        async with asyncio.timeout(timeout_s):
             reader, writer = await head.node.dial("127.0.0.1", port)
             writer.write(b"CLIENT PROTOCOL 2\n")
             await reader.readline()  # SERVER PROTOCOL 2
-            writer.write(b"STATUS\n")
+            writer.write(command.encode() + b"\n")
             await writer.drain()
             data = b""
             # The report comes in several writes: read to its end, or past the bound, then decode once.
             while len(data) <= MAX_REPORT_BYTES and (chunk := await reader.read(MAX_REPORT_BYTES)):
                 data += chunk
-        return parse_ras_status(data.decode("utf-8", "replace")), ""
-    except Exception as exc:  # no RAS (NCCL < 2.24, NCCL_RAS_ENABLE=0), a timeout, no report: say so
-        return None, f"no NCCL RAS on {head.name}:{port} ({str(exc) or type(exc).__name__})"
+        return data
     finally:
         if writer is not None:
             with contextlib.suppress(Exception):

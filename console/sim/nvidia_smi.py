@@ -1,7 +1,8 @@
 """An `nvidia-smi` stand-in for the simulated host, reading the GPU ledger.
 
 It speaks the subset the console and people use: `--query-gpu=...`, `--query-compute-apps=...`,
-`--format=csv[,noheader][,nounits]`, `-i`, `-l`/`-lms` loops, `-L`, and the bare summary table.
+`--format=csv[,noheader][,nounits]`, `-i`, `-l`/`-lms` loops, `-L`, `-q [-d PERFORMANCE,POWER,CLOCK]`
+(nvidia_smi_query.py), and the bare summary table.
 Output matches nvidia-smi's CSV byte for byte (`, ` separators, `[MiB]` headers, units in values
 unless `nounits`). Stdlib only, so it runs under the test hosts' plain python3.
 """
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 from console.domain.models import GpuProcess, GpuSample, GpuSnapshot
 from console.domain.units import MIB
 from console.sim import ledger as ledger_mod
+from console.sim.nvidia_smi_query import UnknownDisplay, displays_of, query_lines
 from console.sim.nvidia_smi_table import render_table
 
 DRIVER_VERSION = "575.57.08"
@@ -156,6 +158,8 @@ class Options:
     ids: str | None = None
     loop_s: float | None = None
     list_gpus: bool = False
+    query: bool = False
+    displays: str | None = None
 
 
 def parse_args(argv: Sequence[str]) -> Options:
@@ -191,6 +195,10 @@ def parse_args(argv: Sequence[str]) -> Options:
             opts.loop_s = float(max(int(value(key)), 1))
         elif key in ("-L", "--list-gpus"):
             opts.list_gpus = True
+        elif key in ("-q", "--query"):
+            opts.query = True
+        elif key in ("-d", "--display"):
+            opts.displays = value(key)
         else:
             raise ValueError('Invalid combination of input arguments. Please run "nvidia-smi -h" for help.')
         i += 1
@@ -201,6 +209,9 @@ def render(opts: Options, snapshot: GpuSnapshot, *, first: bool) -> list[str]:
     """The lines of one sample."""
     if opts.list_gpus:
         return [f"GPU {g.index}: {g.name} (UUID: {g.uuid})" for g in snapshot.gpus]
+    if opts.query:
+        return query_lines(snapshot, displays_of(opts.displays), _select(snapshot, opts.ids),
+                           driver=DRIVER_VERSION, cuda=CUDA_VERSION, power_w=_power_w)
     fmt = {part.strip() for part in (opts.fmt or "").split(",")}
     header = first and "noheader" not in fmt
     nounits = "nounits" in fmt
@@ -235,6 +246,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 lines = render(opts, snapshot, first=first)
             except InvalidField as exc:
                 sys.stdout.write(f'Field "{exc}" is not a valid field to query.\n\n')
+                return 2
+            except UnknownDisplay as exc:
+                sys.stdout.write(f'Invalid display type "{exc}". Please run "nvidia-smi -h" for help.\n\n')
                 return 2
             if lines:
                 sys.stdout.write("\n".join(lines) + "\n")

@@ -27,6 +27,7 @@ from console.domain.models import Engine, FindingClass, Phase
 from console.hosts.remote import build_remote_host
 from console.ops.audit import AuditLog
 from console.ops.engine_status import engine_figures
+from console.ops.evidence import collect_evidence
 from console.ops.explore import Explore, ExploreOptions, ProbeOptions, ResultsStore, probe_service
 from console.ops.status import service_status
 from console.ops.switch import FAILED, READY, PhaseEvent, switch_layout
@@ -89,6 +90,26 @@ async def test_1_a_switch_to_tp1_is_ready_from_the_real_lines(real_vllm) -> None
         assert doc["active_layout"] == "TP1" and doc["health"]["status"] == "ready", doc
         lines = [e.message async for e in host.services.journal(UNITS["TP1"], follow=False, lines=400)]
         assert any("Starting vLLM server on http://127.0.0.1:8000" in x for x in lines)
+        # Ready means a token: the real engine's first token, after its port and HTTP, in order.
+        line = result.to_json()
+        assert 0 < line["port_open_s"] <= line["http_ready_s"] <= line["first_token_s"], line
+        state["timings"].append(f"TP1 port open {line['port_open_s']:.1f} s, HTTP ready "
+                                f"{line['http_ready_s']:.1f} s, first token {line['first_token_s']:.1f} s")
+        # The evidence a stall of it would keep, taken of the real engine over SSH.
+        evidence = await collect_evidence(host, tiny_service(), "integration", kind="test", key=f"t1:{time.time()}")
+        parts = {(p["name"], p["unit"]): p for p in evidence.manifest["parts"]}
+        state["timings"].append("evidence: " + "; ".join(
+            f"{n}{'/' + u if u else ''} {p['status']}" + (f" ({p['why']})" if p["status"] != "ok" else "")
+            for (n, u), p in parts.items() if p["why"] != "empty"))
+        print(state["timings"][-2:])  # what the evidence folder held, for the closing note (-s)
+        assert parts[("metrics", None)]["status"] == "ok" and parts[("units", None)]["status"] == "ok"
+        assert "vllm:" in (evidence.path / "metrics.txt").read_text()
+        journal = (evidence.path / parts[("journal", UNITS["TP1"])]["file"]).read_text()
+        assert "Starting vLLM server on http://127.0.0.1:8000" in journal
+        stacks = parts[("stacks", None)]
+        assert stacks["status"] == "ok" or stacks["why"], stacks  # a stack, or the reason there is none
+        if stacks["status"] == "ok":
+            assert "VLLM::EngineCore" in (evidence.path / stacks["file"]).read_text()
     finally:
         await host.close()
 

@@ -1,11 +1,14 @@
 """After an engine dies: the FAILED banner says which key recovers, the picker marks the layout `failed`
-(not `▶ running`), and `R` restarts the failed unit (after asking), as `systemctl restart` can."""
+(not `▶ running`), and `R` restarts the failed unit (after asking), as `systemctl restart` can, once
+the failed unit's evidence is kept."""
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import signal
+from pathlib import Path
 
 from conftest import demo_config_on_free_port
 from screen_text import screen_text
@@ -56,5 +59,17 @@ async def test_r_restarts_a_failed_unit_and_the_picker_says_failed(sim_env) -> N
             assert await wait_for(pilot, lambda: not screen.switching and panel.finished, timeout_s=60)
             assert panel.outcome == "ready"
             assert (await screen.host.services.state(unit)).is_running
+            # Ready means a token: the panel gives the port, HTTP and first-token times, in order.
+            said = [what for _, what, _, _ in panel.steps]
+            assert said.index("port-open") < said.index("http-ready") < said.index("first-token"), said
+            assert " token " in str(panel.query_one("#switch-status").render())
+            # The failed unit's evidence was kept before the restart, and the panel says where.
+            said_evidence = [detail for _, what, detail, _ in panel.steps if what == "evidence"]
+            assert said_evidence[0].startswith(f"keeping the evidence of {unit} on demo failed"), said_evidence
+            kept = [detail for detail in said_evidence if detail.startswith("evidence: ")]
+            assert kept and kept[0].startswith(f"evidence: {sim_env / 'evidence'}"), panel.steps
+            folder = Path(kept[0].split(": ", 1)[1].split(" (", 1)[0])
+            manifest = json.loads((folder / "manifest.json").read_text())
+            assert manifest["trigger"] == "restart" and manifest["kind"] == "unit_failed"
     finally:
         audit.close()

@@ -105,3 +105,34 @@ def test_runs_under_plain_python3_without_third_party_packages(ledger: Path) -> 
     out = smi(ledger, f"--query-gpu={QUERY}", "--format=csv,noheader,nounits",
               python=shutil.which("python3") or "python3")
     assert out.returncode == 0 and len(out.stdout.splitlines()) == 8, out.stderr
+
+
+def _shape(text: str) -> list[tuple[int, str, int | None]]:
+    """Each line's indent, label and colon column: the report's shape without its figures."""
+    out = []
+    for line in text.splitlines():
+        if not line.strip() or line.startswith("GPU "):
+            continue
+        label = line.split(":", 1)[0].rstrip() if " : " in line else line.rstrip()
+        out.append((len(line) - len(line.lstrip()), label.strip(), line.find(" : ") if " : " in line else None))
+    return out
+
+
+def test_query_performance_power_clock_has_the_real_reports_shape(ledger: Path) -> None:
+    out = smi(ledger, "-q", "-d", "PERFORMANCE,POWER,CLOCK", "-i", "2")
+    assert out.returncode == 0, out.stdout
+    real = (REPO / "tests" / "fixtures" / "nvidia-smi" / "q-a10-550-sections.txt").read_text()
+    assert _shape(out.stdout) == _shape(real)  # labels, nesting and the colon's column, line for line
+    assert "GPU 00000000:" in out.stdout and "Attached GPUs                             : 8" in out.stdout
+    busy = out.stdout.split("Clocks Event Reasons", 1)[1]
+    assert busy.split("\n")[1].split(":")[1].strip() == "Not Active"  # GPU 2 runs kernels: not idle
+
+
+def test_query_of_an_idle_gpu_says_idle_active_and_p8(ledger: Path) -> None:
+    out = smi(ledger, "-q", "--display=PERFORMANCE", "-i", "3")
+    assert out.returncode == 0, out.stdout
+    assert "Performance State                     : P0" in out.stdout  # it holds memory
+    assert "        Idle                              : Active" in out.stdout
+    assert "Power Readings" not in out.stdout and "Max Clocks" not in out.stdout
+    bad = smi(ledger, "-q", "-d", "NOPE")
+    assert bad.returncode == 2 and 'Invalid display type "NOPE"' in bad.stdout

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import time
 import uuid
 from pathlib import Path
@@ -21,6 +22,7 @@ from sim_fixtures import sim_host_config
 from console.config import ConsoleConfig, WatchConfig
 from console.domain.alerts import CRASH_LOOP, ENGINE_FAILED, AlertThresholds
 from console.hosts.endpoints import WEBHOOK_AUTHORIZATION_ENV, WEBHOOK_URL_ENV
+from console.ops.evidence import evidence_before
 from console.ops.watch import AlertStore, WatchDaemon, build_sinks
 
 pytestmark = pytest.mark.slow
@@ -104,6 +106,15 @@ async def test_a_failed_start_reaches_alertmanager_with_its_card(watch, alertman
                          what="the webhook's delivery")
     assert hooked[0]["status"] == "firing" and hooked[0]["annotations"]["class"] == "cuda_oom"
     assert {b["authorization"] for b in capture.bodies if b["path"] == "/hook"} == {"Bearer test-token"}
+    # The incident's evidence, collected beside the alert, reaches Alertmanager in its annotations.
+    noted = await until(lambda: [a for a in server.alerts(alertname=ENGINE_FAILED, host=host)
+                                 if a["annotations"].get("evidence")], what="the evidence's annotation")
+    folder = Path(noted[0]["annotations"]["evidence"])
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert manifest["trigger"] == "watch" and manifest["kind"] == ENGINE_FAILED and manifest["host"] == host
+    assert any(p["name"] == "journal" and p["unit"] == OOM_UNIT and p["file"] for p in manifest["parts"])
+    again = await evidence_before(watch.host, watch.host.config.services[0], "restart")
+    assert again is not None and again.reused and again.path == folder  # one incident, one folder, every face
 
 
 async def test_a_crash_loop_is_named_with_the_cause_of_its_last_death(watch, alertmanager):  # noqa: F811

@@ -41,12 +41,22 @@ class AlertBook:
     def __init__(self, thresholds: AlertThresholds) -> None:
         self.thresholds = thresholds
         self.firing: dict[str, Alert] = {}
+        self.extra: dict[str, tuple[tuple[str, str], ...]] = {}
+        """Annotations an incident gains after it fired (its evidence folder), by fingerprint, kept over
+        every later judgement until it resolves."""
 
     def restore(self, alerts: Iterable[Alert]) -> None:
         """Alerts that were firing when the daemon stopped: the same incidents go on."""
         for alert in alerts:
             if alert.firing:
                 self.firing[alert.fingerprint] = alert
+                if alert.annotation("evidence"):
+                    self.extra[alert.fingerprint] = (("evidence", alert.annotation("evidence")),)
+
+    def annotate(self, fp: str, notes: tuple[tuple[str, str], ...]) -> None:
+        """Add annotations to a firing incident from the next judgement on (`apply` then updates it)."""
+        if fp in self.firing:
+            self.extra[fp] = notes
 
     def active_for(self, host: str, service: str = "") -> Active:
         """(alert name, unit) of what fires on this host (and service), for the rules' judgement."""
@@ -64,6 +74,8 @@ class AlertBook:
                     continue
                 alert = alert_from(condition, self.thresholds.severity(condition.alertname),
                                    condition.since if condition.since is not None else now)
+                if alert.fingerprint in self.extra:
+                    alert = replace(alert, annotations=alert.annotations + self.extra[alert.fingerprint])
                 matched.add(alert.fingerprint)
                 old = self.firing.get(alert.fingerprint)
                 if old is None:
@@ -77,6 +89,7 @@ class AlertBook:
             for fp, alert in list(self.firing.items()):
                 if fp not in matched and _in_scope(alert, verdict.scope):
                     del self.firing[fp]
+                    self.extra.pop(fp, None)
                     out.append(Transition(RESOLVED, replace(alert, ends_at=max(now, alert.starts_at))))
         return out
 

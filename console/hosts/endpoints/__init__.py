@@ -14,6 +14,7 @@ from console.hosts.endpoints.alert_sinks import (
     webhook_from_env,
 )
 from console.hosts.endpoints.bodies import json_document, read_limited
+from console.hosts.endpoints.first_token import FirstToken, FirstTokenProbe, first_token_probe
 from console.hosts.endpoints.health import MAX_PROBE_BODY_BYTES, HttpHealthProbe, LocalForward
 from console.hosts.endpoints.metrics import EngineMetricsReader, MetricsUnavailable, metrics_reader
 from console.hosts.endpoints.prometheus import PrometheusClient, VectorSample
@@ -25,6 +26,9 @@ __all__ = [
     "JsonPoster",
     "MAX_PROBE_BODY_BYTES",
     "EngineMetricsReader",
+    "first_token_probe",
+    "FirstToken",
+    "FirstTokenProbe",
     "HttpHealthProbe",
     "json_document",
     "LocalForward",

@@ -60,8 +60,21 @@ class EngineMetricsReader:
             MetricsUnavailable: unreachable, not served, or not Prometheus text (the reason in one line).
         """
         taken_at = time.time()
+        text = await self.text()
+        engine = self.engine.value if self.engine is not Engine.OPENAI else None
         try:
-            text = await self._text()
+            return parse_metrics(text, taken_at, engine)
+        except MetricsTextError as exc:
+            raise MetricsUnavailable(printable(str(exc))) from None
+
+    async def text(self) -> str:
+        """The `/metrics` text as the engine served it (at most MAX_METRICS_BYTES).
+
+        Raises:
+            MetricsUnavailable: unreachable or not served (the reason in one line).
+        """
+        try:
+            return await self._text()
         except HostError as exc:
             raise MetricsUnavailable(printable(str(exc))) from None
         except TimeoutError:
@@ -72,11 +85,6 @@ class EngineMetricsReader:
             raise MetricsUnavailable(
                 printable(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
             ) from None
-        engine = self.engine.value if self.engine is not Engine.OPENAI else None
-        try:
-            return parse_metrics(text, taken_at, engine)
-        except MetricsTextError as exc:
-            raise MetricsUnavailable(printable(str(exc))) from None
 
 
 def metrics_reader(probe: object, engine: Engine) -> EngineMetricsReader | None:

@@ -127,6 +127,14 @@ class SwitchResult:
     audit_id: int | None = None
     started_at: float = 0.0
     verdict_at: float = 0.0
+    port_open_s: float | None = None
+    """Seconds from the start to the engine's first HTTP answer to the console (any status)."""
+    http_ready_s: float | None = None
+    """... to HTTP ready (the engine's ready line or `/health` 200)."""
+    first_token_s: float | None = None
+    """... to the first token of a streamed one-token completion (`first_token_check`)."""
+    evidence: str | None = None
+    """The incident's evidence folder (ops/evidence), when the service was in one or this start failed."""
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -148,10 +156,14 @@ class SwitchResult:
             "detected_after_s": _round(self.detected_after_s),
             "elapsed_s": _round(self.elapsed_s),
             "phase": self.phase,
+            "port_open_s": _round(self.port_open_s),
+            "http_ready_s": _round(self.http_ready_s),
+            "first_token_s": _round(self.first_token_s),
             "forced": self.forced,
             "fit": self.fit,
             "rollback": None,
             "audit_id": self.audit_id,
+            "evidence": self.evidence,
         }
         if self.rollback is not None:
             nested = self.rollback.to_json()

@@ -16,13 +16,16 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from console.config import LayoutConfig, ServiceConfig
 from console.domain.models import Engine
 from console.errors import ConsoleError, UsageError
 from console.hosts.base import Host
+from console.ops.evidence import EVIDENCE_DEADLINE_S, Evidence, collect_evidence, evidence_before
 from console.ops.fit_check import fit_layout, host_capacity, layouts_that_fit
 from console.ops.ranks import ALIVE, group_state, node_health
 from console.ops.status import layout_of_unit, running_layout, unit_states
@@ -197,11 +200,33 @@ class _Switch(LayoutStarter):
             self.step(layout.name, t0, "preflight", f"predicted {fit.verdict}: {fit.reason}; forced")
         else:
             self.step(layout.name, t0, "preflight", f"predicted {fit.verdict}: {fit.reason}")
+        before = await evidence_before(  # what the stop would destroy
+            self.host, self.service, "switch", on_incident=lambda incident: self.step(
+                layout.name, t0, "evidence", f"keeping the evidence of {incident.reason} ({EVIDENCE_DEADLINE_S:g} s at most)"))
+        if before is not None:
+            self.step(layout.name, t0, "evidence", before.words())
         result = await self.start(layout, from_layout=from_layout, forced=force, fit_json=fit_json, t0=t0,
                                   states=states)
+        evidence = await self.evidence_of(result, rollback) if result.outcome in (FAILED, TIMEOUT) else None
+        if evidence is not None:
+            self.step(layout.name, t0, "evidence", evidence.words())
+            result = replace(result, evidence=str(evidence.path))
+        elif before is not None:
+            result = replace(result, evidence=str(before.path))
         if result.outcome in (FAILED, TIMEOUT) and rollback:
             result = await self.roll_back(result, from_layout)
         return result
+
+    async def evidence_of(self, failed: SwitchResult, rollback: bool) -> Evidence | None:
+        """A failed start's own incident, collected before a rollback stops what is left of it."""
+        kind = failed.failure.cls.value if failed.failure is not None else failed.outcome
+        with contextlib.suppress(Exception):  # evidence that cannot be had never holds back the rollback
+            return await collect_evidence(self.host, self.service, failed.reason, kind=kind,
+                                          key=f"start:{failed.unit}:{failed.started_at}",
+                                          since=failed.started_at or None, unit=failed.unit,
+                                          same_after=failed.started_at or None,
+                                          trigger="rollback" if rollback else "verdict")
+        return None
 
     async def roll_back(self, failed: SwitchResult, from_layout: str | None) -> SwitchResult:
         target_name = (
@@ -248,8 +273,6 @@ class _Switch(LayoutStarter):
 
 
 def _with_rollback(failed: SwitchResult, back: SwitchResult) -> SwitchResult:
-    from dataclasses import replace
-
     return replace(failed, rollback=back)
 
 

@@ -6,6 +6,7 @@ it ends READY or FAILED with its triaged cause, never a bare "done" while the en
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 
@@ -13,6 +14,7 @@ from console.config import ServiceConfig
 from console.hosts.base import Host
 from console.ops.audit import AuditLog
 from console.ops.cluster import node_hosts
+from console.ops.evidence import EVIDENCE_DEADLINE_S, Incident, evidence_before
 from console.ops.status import layout_of_unit, running_layout, unit_states
 from console.ops.switch.events import READY, REFUSED, ResultEvent, StepEvent, SwitchEvent, SwitchResult
 from console.ops.switch.locks import ServiceBusy, switch_locks
@@ -41,10 +43,18 @@ async def restartable_unit(host: Host, service: ServiceConfig,
     return failed[-1].unit, layout_of_unit(host.name, service, failed[-1].unit, audit)
 
 
-async def stop_service(host: Host, service: ServiceConfig, *, audit: AuditLog | None = None) -> SwitchResult:
+async def stop_service(host: Host, service: ServiceConfig, *, audit: AuditLog | None = None,
+                       evidence_s: float = EVIDENCE_DEADLINE_S) -> SwitchResult:
     """Stop the service's running unit and wait until it has stopped (outcome `stopped`), or say that
-    nothing runs (`nothing-running`); `refused` while a switch or an explore of it holds the lock."""
+    nothing runs (`nothing-running`); `refused` while a switch or an explore of it holds the lock.
+    A service in an incident has its evidence collected first (`evidence_s` at most)."""
     t0 = time.monotonic()
+    evidence = await evidence_before(host, service, "stop", deadline_s=evidence_s)
+    result = await _stop(host, service, audit, t0)
+    return dataclasses.replace(result, evidence=str(evidence.path)) if evidence is not None else result
+
+
+async def _stop(host: Host, service: ServiceConfig, audit: AuditLog | None, t0: float) -> SwitchResult:
     unit, layout = await running_unit(host, service, audit)
     nodes = node_hosts(host, service) if service.cluster is not None else [host]
     running = [(node, s.unit) for node in reversed(nodes) for s in await unit_states(node, service) if s.is_running]
@@ -74,11 +84,37 @@ async def restart_service(
     timeout_s: float = 900.0,
     state_poll_s: float = 0.1,
     health_poll_s: float = 0.5,
+    evidence_s: float = EVIDENCE_DEADLINE_S,
 ) -> SwitchResult:
     """Restart the running unit, or the one that failed, and watch it to READY, FAILED (with its cause)
-    or TIMEOUT."""
+    or TIMEOUT. A service in an incident has its evidence collected first (`evidence_s` at most)."""
     emit = on_event or (lambda _e: None)
     t0 = time.monotonic()
+    def collecting(incident: Incident) -> None:
+        emit(StepEvent(layout="-", elapsed_s=time.monotonic() - t0, step="evidence",
+                       detail=f"keeping the evidence of {incident.reason} ({evidence_s:g} s at most)"))
+
+    evidence = await evidence_before(host, service, "restart", deadline_s=evidence_s, on_incident=collecting)
+    if evidence is not None:
+        emit(StepEvent(layout="-", elapsed_s=time.monotonic() - t0, step="evidence", detail=evidence.words()))
+    path = str(evidence.path) if evidence is not None else None
+
+    def with_evidence(result: SwitchResult) -> SwitchResult:
+        return dataclasses.replace(result, evidence=path) if path is not None else result
+
+    def emit_result(event: SwitchEvent) -> None:  # the result line carries the evidence's path too
+        if isinstance(event, ResultEvent) and event.result is not None:
+            event = dataclasses.replace(event, result=with_evidence(event.result))
+        emit(event)
+
+    result = await _restart(host, service, audit, emit_result, t0, timeout_s, state_poll_s, health_poll_s,
+                            emit_result if on_event is not None else None)
+    return with_evidence(result)
+
+
+async def _restart(host: Host, service: ServiceConfig, audit: AuditLog | None, emit: Callable[[SwitchEvent], None],
+                   t0: float, timeout_s: float, state_poll_s: float, health_poll_s: float,
+                   on_event: Callable[[SwitchEvent], None] | None) -> SwitchResult:
     unit, layout = await restartable_unit(host, service, audit)
     lc = service.layout(layout) if layout else None
     if lc is not None and lc.nodes > 1:  # every node stopped and started again in order, as a switch does
@@ -114,7 +150,8 @@ async def restart_service(
         host=host.name, service=service.name, layout=name, outcome=verdict.outcome, reason=verdict.reason,
         from_layout=layout, unit=unit, failure=verdict.failure, detected_after_s=verdict.detected_after_s,
         elapsed_s=time.monotonic() - t0, phase=verdict.phase.value, started_at=started_at,
-        verdict_at=verdict.verdict_at, extra={"action": "restart"},
+        verdict_at=verdict.verdict_at, extra={"action": "restart"}, port_open_s=verdict.port_open_s,
+        http_ready_s=verdict.http_ready_s, first_token_s=verdict.first_token_s,
     )  # fmt: skip
     emit(ResultEvent(layout=name, elapsed_s=result.elapsed_s, result=result))
     return result

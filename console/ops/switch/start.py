@@ -111,6 +111,7 @@ class LayoutStarter:
             reason=verdict.reason, from_layout=from_layout, unit=unit, failure=failure,
             detected_after_s=verdict.detected_after_s, elapsed_s=elapsed, phase=verdict.phase.value,
             forced=forced, fit=fit_json, audit_id=audit_id, started_at=started_at, verdict_at=verdict.verdict_at,
+            port_open_s=verdict.port_open_s, http_ready_s=verdict.http_ready_s, first_token_s=verdict.first_token_s,
         )  # fmt: skip
 
     async def _start_and_watch(

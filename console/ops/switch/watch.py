@@ -4,8 +4,12 @@
   port in use, ...) fails the start at once; systemd's `Main process exited` line does too.
 - The unit state catches a death the journal does not explain. It waits a moment for the journal, then
   reads the start's own lines as an ended log (a cut traceback) before it says `unit_failed`.
-- The probe confirms readiness only once the engine's own log says HTTP is up: `/health` is the engine
-  reporting itself, and `/v1/models` alone never means ready.
+- The probe confirms HTTP readiness only once the engine's own log says HTTP is up: `/health` is the
+  engine reporting itself, and `/v1/models` alone never means ready.
+- HTTP ready is not READY: a streamed one-token completion must then return its first token
+  (`first_token_check`, on by default; hosts/endpoints/first_token.py). The verdict is that request's
+  first chunk itself, awaited, not a poll. Three times are kept, in order: the port answered HTTP, HTTP
+  ready (the engine's ready line or `/health` 200, once the port has answered), the first token.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from console.config import ServiceConfig
 from console.domain.models import Engine, Finding, FindingClass, Phase, UnitState
 from console.domain.triage import OPEN, Triager, as_engine_error, decisive, tier_of
 from console.hosts.base import Host
+from console.hosts.endpoints import FirstTokenProbe, first_token_probe
 from console.hosts.journal_hub import ReadEntry
 from console.ops.switch.cancel import stop_tasks
 from console.ops.switch.events import (
@@ -44,6 +49,8 @@ JOURNAL_GRACE_S = 2.0
 UNIT_LINE_TRAIL_S = 0.4
 #: A start's own lines kept, to read as a whole log once the unit has died.
 START_LOG_LINES = 2000
+#: The longest one first-token request waits for its token before it is sent again.
+FIRST_TOKEN_ATTEMPT_S = 60.0
 #: Phases after which a 200 from /health counts as the engine's own readiness.
 _HTTP_PHASES = (Phase.HTTP_UP, Phase.WARMING_UP, Phase.READY)
 
@@ -59,6 +66,12 @@ class Verdict:
     """When the decisive journal entry was logged, the state changed or the probe answered."""
     verdict_at: float
     phase: Phase
+    port_open_s: float | None = None
+    """Seconds from the start to the first HTTP answer (any status) the console had from the engine."""
+    http_ready_s: float | None = None
+    """... to HTTP ready: the engine's ready line or `/health` 200, and the port answering."""
+    first_token_s: float | None = None
+    """... to the first token of the one-token completion (None with `first_token_check = false`)."""
 
     @property
     def detected_after_s(self) -> float:
@@ -103,6 +116,12 @@ class StartWatch:
         self._cursor: str | None = None
         self._last_phase: Phase | None = None
         self._log: deque[tuple[str, float, bool]] = deque(maxlen=START_LOG_LINES)  # this start's own lines
+        self.port_open_s: float | None = None
+        self.http_ready_s: float | None = None
+        self.first_token_s: float | None = None
+        self._http_ready_why: str | None = None
+        self._first_token_error: str | None = None
+        self._first_token_task: asyncio.Task[None] | None = None
 
     # -- plumbing ----------------------------------------------------------------------------------------
 
@@ -115,7 +134,9 @@ class StartWatch:
 
     def decide(self, outcome: str, reason: str, failure: Finding | None, decisive_ts: float) -> None:
         if self._verdict is not None and not self._verdict.done():
-            verdict = Verdict(outcome, reason, failure, decisive_ts, time.time(), self.phase)
+            verdict = Verdict(outcome, reason, failure, decisive_ts, time.time(), self.phase,
+                              port_open_s=self.port_open_s, http_ready_s=self.http_ready_s,
+                              first_token_s=self.first_token_s)
             self._verdict.set_result(verdict)
 
     async def run(self, *, after_cursor: str | None, timeout_s: float) -> Verdict:
@@ -133,11 +154,17 @@ class StartWatch:
         except TimeoutError:
             now = time.time()
             reason = f"no verdict within {timeout_s:g} s (last phase: {self.phase.value})"
+            if self.http_ready_s is not None and self.first_token_s is None:
+                why = self._first_token_error or "the request is still waiting for it"
+                reason = (f"HTTP ready after {self.http_ready_s:.1f} s, but no first token within {timeout_s:g} s "
+                          f"of the start ({why})")
             self.decide(TIMEOUT, reason, None, now)  # also tells the watchers to end
             return self._verdict.result()
         finally:
             if not self._verdict.done():
                 self._verdict.cancel()  # run() itself was cancelled: the watchers end all the same
+            if self._first_token_task is not None:
+                tasks.append(self._first_token_task)
             await stop_tasks(tasks)
 
     # -- the three watchers (each also ends by itself once there is a verdict) ---------------------------
@@ -187,7 +214,7 @@ class StartWatch:
                     ts=entry.ts,
                 )
             if event.phase is Phase.READY and self.decides_ready:
-                self.decide(READY, "the engine reports it is ready", None, entry.ts)
+                self.http_ready("the engine reports it is ready", entry.ts)
         for finding in read.findings:
             self.emit(FindingEvent, finding=finding)
             self.findings.append(finding)
@@ -289,7 +316,60 @@ class StartWatch:
                 if sample.status != last_status:
                     self.emit(HealthEvent, sample=sample)
                     last_status = sample.status
+                if sample.http_status is not None:
+                    self._port_answered(f"HTTP {sample.http_status} to /health")
                 engine_says_up = self.phase in _HTTP_PHASES or self.service.engine is Engine.OPENAI
                 if sample.status == "ready" and engine_says_up:
-                    self.decide(READY, "/health answers 200", None, sample.taken_at)
+                    self.http_ready("/health answers 200", sample.taken_at)
             await asyncio.sleep(self.health_poll_s)
+
+    # -- HTTP ready, then the first token -----------------------------------------------------------------
+
+    def _port_answered(self, how: str) -> None:
+        if self.port_open_s is None and not self.decided():
+            self.port_open_s = self._elapsed()
+            self.emit(StepEvent, step="port-open", detail=f"port open: {how}", unit=self.unit)
+            if self._http_ready_why is not None:
+                self._mark_http_ready()
+
+    def http_ready(self, why: str, ts: float) -> None:
+        """The engine says it serves (its ready line, or `/health` 200): READY, or, with
+        `first_token_check`, the one-token request that decides it."""
+        if self._http_ready_why is not None or self.decided():
+            return
+        self._http_ready_why = why
+        prober = first_token_probe(self.host.probes.get(self.service.name))
+        if not self.service.first_token_check or prober is None:
+            if self.port_open_s is not None:
+                self._mark_http_ready()
+            else:
+                self.http_ready_s = self._elapsed()
+            self.decide(READY, why, None, ts)
+            return
+        if self.port_open_s is not None:
+            self._mark_http_ready()
+        self._first_token_task = asyncio.create_task(self._first_token(prober), name="watch-first-token")
+
+    def _mark_http_ready(self) -> None:
+        if self.http_ready_s is None:
+            self.http_ready_s = max(self._elapsed(), self.port_open_s or 0.0)
+            self.emit(StepEvent, step="http-ready", detail=f"HTTP ready: {self._http_ready_why}", unit=self.unit)
+
+    async def _first_token(self, prober: FirstTokenProbe) -> None:
+        """Send the one-token request until a token arrives; each failed attempt is said once."""
+        while not self.decided():
+            attempt = await prober.first_token(FIRST_TOKEN_ATTEMPT_S)
+            if attempt.http_status is not None:
+                self._port_answered(f"HTTP {attempt.http_status} to /v1/completions")
+            if attempt.ok and self.http_ready_s is not None:
+                assert attempt.first_token_at is not None
+                self.first_token_s = max(self._elapsed() - (time.time() - attempt.first_token_at), self.http_ready_s)
+                took = attempt.first_token_at - attempt.sent_at
+                self.emit(StepEvent, step="first-token", detail=f"first token in {took:.2f} s", unit=self.unit)
+                why = f"{self._http_ready_why}, and a streamed request got its first token in {took:.2f} s"
+                self.decide(READY, why, None, attempt.first_token_at)
+                return
+            if attempt.error is not None and attempt.error != self._first_token_error:
+                self._first_token_error = attempt.error
+                self.emit(StepEvent, step="first-token", detail=f"no token yet: {attempt.error}", unit=self.unit)
+            await asyncio.sleep(max(self.health_poll_s, 0.2))

@@ -15,14 +15,19 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
-from console.config import ConsoleConfig
+from console.config import ConsoleConfig, ServiceConfig
 from console.domain.alerts import (
+    CRASH_LOOP,
+    ENGINE_FAILED,
     FIRING,
     HOST_UNREACHABLE,
     KV_CACHE_HIGH,
+    RANK_DEAD,
     REQUESTS_WAITING,
     RESOLVED,
+    START_HUNG,
     UPDATED,
+    Alert,
     AlertBook,
     HostWatch,
     ServiceWatch,
@@ -31,6 +36,7 @@ from console.domain.alerts import (
 )
 from console.hosts.base import Host
 from console.ops.audit import AuditLog
+from console.ops.evidence import collect_evidence, incident_of
 from console.ops.fleet import PrometheusFleet
 from console.ops.watch.delivery import Deliverer, Sink
 from console.ops.watch.fleet_watch import FleetWatch
@@ -39,6 +45,9 @@ from console.ops.watch.store import AlertStore
 
 #: The alerts Prometheus alone judges with [fleet]: they need no SSH to fire or resolve.
 PROMETHEUS_JUDGES = frozenset({HOST_UNREACHABLE, KV_CACHE_HIGH, REQUESTS_WAITING})
+#: The incidents whose evidence is collected when they fire (ops/evidence), its folder then in the
+#: alert's `evidence` annotation; `ServeStalled` is the stall verdict's alert.
+EVIDENCE_ALERTS = frozenset({ENGINE_FAILED, CRASH_LOOP, START_HUNG, RANK_DEAD, "ServeStalled"})
 
 
 def transition_line(transition: Transition) -> str:
@@ -105,6 +114,7 @@ class WatchDaemon:
         self.deliverer = Deliverer(store, self.sinks, resend_s=self.watch.resend_s,
                                    firing=lambda: list(self.book.firing.values()), say=say, clock=clock)
         self._due: dict[str, asyncio.TimerHandle] = {}
+        self._collecting: set[asyncio.Task[None]] = set()
 
     def _changed_callback(self, host: str) -> Callable[[], None]:
         return lambda: self.evaluate(host)
@@ -164,6 +174,8 @@ class WatchDaemon:
                 continue  # Alertmanager hears new text with the next re-send; the webhook hears transitions
             if transition.kind == FIRING:
                 self.book.stored(stored)
+                if stored.label("alertname") in EVIDENCE_ALERTS:
+                    self._collect(stored)
             transition = Transition(transition.kind, stored)
             for sink in self.store.enqueue(sinks, transition.kind, stored):
                 self.say(f"{sink}: queue full ({self.store.queue_max}); dropped its oldest delivery")
@@ -172,6 +184,37 @@ class WatchDaemon:
                 self.on_transition(transition)
         if transitions:
             self.deliverer.wake()
+
+    def _collect(self, alert: Alert) -> None:
+        """Collect the incident's evidence beside the judging (never in its way), then annotate the alert."""
+        host = self.hosts.get(alert.label("host"))
+        service = next((s for s in host.config.services if s.name == alert.label("service")), None) if host else None
+        if host is None or service is None:
+            return
+        try:
+            task = asyncio.get_running_loop().create_task(self._evidence(alert, host, service))
+        except RuntimeError:  # no running loop: a test judging by hand
+            return
+        self._collecting.add(task)
+        task.add_done_callback(self._collecting.discard)
+
+    async def _evidence(self, alert: Alert, host: Host, service: ServiceConfig) -> None:
+        name = alert.label("alertname")
+        try:
+            # The incident as a stop or restart of it would name it, so the faces share one folder.
+            incident = await incident_of(host, service)
+            key, since, unit = ((incident.key, incident.since, incident.unit) if incident is not None
+                                else (f"alert:{alert.fingerprint}:{alert.starts_at}", alert.starts_at,
+                                      alert.label("unit") or None))
+            evidence = await collect_evidence(host, service, alert.annotation("summary"), kind=name, key=key,
+                                              since=since, trigger="watch", unit=unit)
+        except Exception as exc:  # evidence that cannot be had is said; the alert stands without it
+            self.say(f"{name} {host.name}/{service.name}: no evidence: {exc}")
+            return
+        self.say(f"{name} {host.name}/{service.name}: {evidence.words()}")
+        self.book.annotate(alert.fingerprint, (("evidence", str(evidence.path)),))
+        self.evaluate(host.name)
+        self.deliverer.resend_soon()
 
     def _schedule(self, host: str, now: float) -> None:
         """Judge again when a failure that waits for its cause comes due."""
@@ -187,6 +230,9 @@ class WatchDaemon:
             self._due[host] = asyncio.get_running_loop().call_later(delay, self.evaluate, host)
 
     async def close(self) -> None:
+        for task in list(self._collecting):
+            task.cancel()
+        await asyncio.gather(*self._collecting, return_exceptions=True)
         if self.fleet is not None:
             await self.fleet.close()
         await self.deliverer.close()

@@ -88,6 +88,11 @@ class Deliverer:
         """Something was queued: deliver now."""
         self._wake.set()
 
+    def resend_soon(self) -> None:
+        """A firing alert's text changed (its evidence came): re-send the firing alerts now."""
+        self._last_resend = 0.0
+        self._wake.set()
+
     async def run(self) -> None:
         """Deliver until cancelled."""
         while True:

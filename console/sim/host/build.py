@@ -18,6 +18,7 @@ from console.hosts.node_facts import LocalNodeFacts
 from console.shutdown import SHUTDOWN
 from console.sim.host.ports import port_holder_words, serving_urls
 from console.sim.host.procman import ProcessManager
+from console.sim.host.tools import SimTools
 from console.sim.host.units import node_loopback, sim_settings, time_scale
 from console.sim.ledger import read_snapshot
 
@@ -94,6 +95,7 @@ def build_sim_host(cfg: HostConfig, state_root: Path, *, stop_units_on_close: bo
         closers=closers,
         port_holder=_port_holder,
         node=LocalNodeFacts(cfg.name, node_loopback(cfg)),
+        tools=SimTools(cfg.name, manager.ledger_dir),
     )
 
 

@@ -27,7 +27,9 @@ from console.sim.engine_args import (
 )
 
 VLLM_DEFAULT_PORT = 8000
-VLLM_FAILURES = ("port", "kv", "engine_dead", FAIL_RENDEZVOUS, FAIL_OOM_KILL)
+#: `no_token`: the engine starts and its HTTP answers (`/health` 200), but its scheduler never runs a step.
+FAIL_NO_TOKEN = "no_token"
+VLLM_FAILURES = ("port", "kv", "engine_dead", FAIL_NO_TOKEN, FAIL_RENDEZVOUS, FAIL_OOM_KILL)
 #: vLLM's timeout for one execute_model or sample_tokens call on the workers (envs.py, default 300 s).
 EXECUTE_MODEL_TIMEOUT_ENV = "VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS"
 VLLM_VERSION = "0.32.0"

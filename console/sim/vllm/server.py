@@ -32,7 +32,7 @@ from console.sim.metrics import Metrics
 from console.sim.process import EngineExit, SimServer
 from console.sim.vllm import failures as vllm_failures
 from console.sim.vllm import multinode
-from console.sim.vllm.args import parse_vllm_args
+from console.sim.vllm.args import FAIL_NO_TOKEN, parse_vllm_args
 from console.sim.vllm.http_api import ROUTES, VllmHttp
 from console.sim.vllm.logfmt import VllmLog
 from console.sim.vllm.metrics_text import vllm_metrics
@@ -42,6 +42,11 @@ PROCESS_NAME = "VLLM::EngineCore"
 STATS_INTERVAL_S = 10.0
 #: How long /health answers 503 after the engine core died, before the API server exits (about 2.9 s seen).
 ENGINE_DEAD_503_S = 2.9
+
+
+async def _never() -> None:
+    """A forward step that never begins (`--fail no_token`)."""
+    await asyncio.Event().wait()
 
 
 def port_taken(host: str, port: int) -> bool:
@@ -102,8 +107,11 @@ class SimVllm(SimServer):
             await asyncio.Event().wait()  # the executor watches its workers; it serves nothing
         metrics = vllm_metrics()
 
+        step_gate = cluster.link.step if cluster.spans_hosts else None
+        if args.fail == FAIL_NO_TOKEN:
+            step_gate = _never  # the scheduler is stuck: requests are accepted and wait for ever
         generator = Generator(args.layout, metrics, report.max_total_num_tokens, startup.on_load,
-                              step_gate=cluster.link.step if cluster.spans_hosts else None)
+                              step_gate=step_gate)
         http = VllmHttp(
             served_name=args.served_model_name,
             model_path=args.model_path,

@@ -180,6 +180,7 @@ class HostChanges:
             self.notify(f"stop {self.service.name} failed: {exc}", severity="error")
             return
         ok = result.outcome in (STOPPED, NOTHING)
-        self.notify(f"{result.outcome.upper()}: {result.reason}", severity="information" if ok else "error",
-                    timeout=6)
+        kept = f" · evidence kept: {result.evidence}" if result.evidence is not None else ""
+        self.notify(f"{result.outcome.upper()}: {result.reason}{kept}", severity="information" if ok else "error",
+                    timeout=10 if kept else 6)
         self.query_one(ServicePane).poll_now()

@@ -207,6 +207,10 @@ class SwitchPanel(Widget):
             out.append(f"{_total_elapsed(result):.1f}s  ")
             if result.outcome == "ready":
                 out.append(f"READY {result.layout}", style=s("switch--ok"))
+                times = [(name, value) for name, value in (("port", result.port_open_s),
+                         ("HTTP", result.http_ready_s), ("token", result.first_token_s)) if value is not None]
+                if times:
+                    out.append("  " + " · ".join(f"{name} {value:.1f}s" for name, value in times))
             else:
                 out.append(f"{result.outcome.upper()} {result.layout}", style=s("switch--bad"))
                 back = result.rollback

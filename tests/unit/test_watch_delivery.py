@@ -15,7 +15,7 @@ from console.domain.alerts import (
     Verdict,
 )
 from console.hosts.endpoints import DeliveryError
-from console.ops.watch import ALERTMANAGER, WEBHOOK, AlertStore, Deliverer, Sink
+from console.ops.watch import ALERTMANAGER, WEBHOOK, AlertStore, Deliverer, Outbox, Sink
 
 
 class FakePoster:
@@ -69,9 +69,10 @@ def rig(tmp_path):
     clock = Clock()
     am, hook = FakePoster("alertmanager http://am:9093"), FakePoster("webhook http://hook")
     book = AlertBook(AlertThresholds())
-    deliverer = Deliverer(store, [Sink(am, ALERTMANAGER), Sink(hook, WEBHOOK)], resend_s=60.0,
-                          firing=lambda: list(book.firing.values()), say=lambda line: lines.append(line), clock=clock)
     lines: list[str] = []
+    deliverer = Deliverer(Outbox(store, lines.append), [Sink(am, ALERTMANAGER), Sink(hook, WEBHOOK)], resend_s=60.0,
+                          firing=lambda: list(book.firing.values()), say=lambda line: lines.append(line), clock=clock,
+                          monotonic=clock)
     yield store, clock, am, hook, book, deliverer, lines
     store.close()
 

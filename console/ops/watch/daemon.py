@@ -31,10 +31,12 @@ from console.domain.alerts import (
 )
 from console.hosts.base import Host
 from console.ops.audit import AuditLog
+from console.ops.state_db import AuditError
 from console.ops.fleet import PrometheusFleet
 from console.ops.watch.delivery import Deliverer, Sink
 from console.ops.watch.fleet_watch import FleetWatch
 from console.ops.watch.observe import HostObserver, RankSource
+from console.ops.watch.outbox import Outbox
 from console.ops.watch.store import AlertStore
 
 #: The alerts Prometheus alone judges with [fleet]: they need no SSH to fire or resolve.
@@ -102,7 +104,8 @@ class WatchDaemon:
                 firing=lambda host: any(a.label("host") == host and a.label("alertname") not in PROMETHEUS_JUDGES
                                         for a in self.book.firing.values()),
                 interval_s=self.watch.interval_s, say=say, clock=clock, at=fleet_at)
-        self.deliverer = Deliverer(store, self.sinks, resend_s=self.watch.resend_s,
+        self.outbox = Outbox(store, say)
+        self.deliverer = Deliverer(self.outbox, self.sinks, resend_s=self.watch.resend_s,
                                    firing=lambda: list(self.book.firing.values()), say=say, clock=clock)
         self._due: dict[str, asyncio.TimerHandle] = {}
 
@@ -158,14 +161,26 @@ class WatchDaemon:
     def _commit(self, transitions: Sequence[Transition]) -> None:
         sinks = [s.name for s in self.sinks]
         for transition in transitions:
-            stored = self.store.record(transition)
+            try:
+                stored = self.store.record(transition)
+            except AuditError as exc:  # a full disk: the alert still leaves, from memory
+                self.outbox.store_fault(exc)
+                stored = transition.alert
             if transition.kind == UPDATED:
                 self.book.stored(stored)
                 continue  # Alertmanager hears new text with the next re-send; the webhook hears transitions
             if transition.kind == FIRING:
                 self.book.stored(stored)
             transition = Transition(transition.kind, stored)
-            for sink in self.store.enqueue(sinks, transition.kind, stored):
+            try:
+                if stored.id is None:
+                    raise AuditError(self.outbox.fault or f"state file {self.store.path}: not recorded")
+                dropped = self.store.enqueue(sinks, transition.kind, stored)
+                self.outbox.store_ok()
+            except AuditError as exc:
+                self.outbox.store_fault(exc)
+                dropped = self.outbox.hold(sinks, transition.kind, stored)
+            for sink in dropped:
                 self.say(f"{sink}: queue full ({self.store.queue_max}); dropped its oldest delivery")
             self.say(transition_line(transition))
             if self.on_transition is not None:

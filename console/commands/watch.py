@@ -39,7 +39,8 @@ def say(line: str) -> None:
 def run(args: argparse.Namespace) -> int:
     from console.factory import open_host
     from console.ops.audit import open_audit
-    from console.ops.watch import WatchDaemon, build_sinks, open_alert_store, rank_liveness
+    from console.ops.state_db import AuditError
+    from console.ops.watch import WatchDaemon, WatchLock, build_sinks, open_alert_store, rank_liveness
 
     config = load(args)
     names = args.host or [h.name for h in config.hosts]
@@ -49,6 +50,14 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"{config.path}: no host {unknown[0]!r} (hosts: {known})")
     sinks = build_sinks(config.watch)
     store = open_alert_store(queue_max=config.watch.queue_max)
+    try:
+        lock = WatchLock(store.path)  # one daemon per state file: a second would alert twice
+    except OSError as exc:
+        store.close()
+        raise AuditError(f"{store.path}: cannot take the watch lock ({exc.strerror or exc})") from None
+    except BaseException:
+        store.close()
+        raise
     audit = open_audit()
 
     def report(transition) -> None:
@@ -79,7 +88,10 @@ def run(args: argparse.Namespace) -> int:
         pass
     try:
         say(f"stopped; {store.queued()} deliveries stay queued for the next start")
+    except AuditError as exc:
+        say(f"stopped; {exc}")
     finally:
         store.close()
         audit.close()
+        lock.release()
     return 0

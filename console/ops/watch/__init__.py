@@ -6,6 +6,7 @@ This is the package's public face: other rooms import these names from here, nev
 
 from console.ops.watch.daemon import WatchDaemon, transition_line
 from console.ops.watch.delivery import ALERTMANAGER, WEBHOOK, Deliverer, Sink, webhook_document
+from console.ops.watch.lock import WatchLock, WatchLocked
 from console.ops.watch.observe import LOOKBACK_ENTRIES, HostObserver, RankSource
 from console.ops.watch.outbox import Outbox
 from console.ops.watch.rank_source import rank_liveness
@@ -27,6 +28,8 @@ __all__ = [
     "Sink",
     "transition_line",
     "WatchDaemon",
+    "WatchLock",
+    "WatchLocked",
     "WEBHOOK",
     "webhook_document",
 ]

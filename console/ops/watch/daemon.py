@@ -114,6 +114,7 @@ class WatchDaemon:
 
     async def run(self) -> None:
         """Watch until cancelled."""
+        self.outbox.report_damage()
         self._forget_unknown()
         names = ", ".join(self.hosts) or "no hosts"
         self.say(f"watching {names}; {len(self.book.firing)} alerts firing from before; "

@@ -36,6 +36,14 @@ class Outbox:
         """Rows delivered whose deletion the state file refused (id -> destination): not sent again."""
         self.fault: str | None = None
         self.dropped = 0
+        self._reported: set[int] = set()
+
+    def report_damage(self) -> None:
+        """Say each damaged row of the state file once (it is skipped; alerting goes on)."""
+        for row_id, line in zip(sorted(self.store.damaged), self.store.damage_lines(), strict=True):
+            if row_id not in self._reported:
+                self._reported.add(row_id)
+                self.say(line)
 
     def store_fault(self, exc: AuditError) -> None:
         """The state file refused a write (or a read): say so once."""
@@ -69,6 +77,8 @@ class Outbox:
             rows = self.store.pending(sink, limit + len(skip) + len(self._landed))
         except AuditError as exc:
             self.store_fault(exc)
+        if len(self.store.damaged) > len(self._reported):
+            self.report_damage()
         out = [d for d in rows if d.id not in skip and d.id not in self._landed]
         out += [d for d in self.memory.get(sink, ()) if d.id not in skip]
         return out[:limit]

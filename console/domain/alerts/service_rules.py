@@ -103,9 +103,12 @@ class ServiceWatch:
 
     # -- the rules ----------------------------------------------------------------------------------
     def verdicts(self, now: float, active: Active) -> list[Verdict]:
-        """Every rule's judgement now."""
-        out = [self._failed(now, active), self._crash_loop(now, active), self._hung(now, active),
-               self._flapping(now, active),
+        """Every rule's judgement now (while a unit's history is read back, its unit rules keep what fires)."""
+        if any(u.replaying for u in self.units.values()):
+            units = [self._kept_all(name, active) for name in (ENGINE_FAILED, CRASH_LOOP, START_HUNG)]
+        else:
+            units = [self._failed(now, active), self._crash_loop(now, active), self._hung(now, active)]
+        out = [*units, self._flapping(now, active),
                self._holding(KV_CACHE_HIGH, self.kv, self.t.kv_usage_ratio, active,
                              f"KV cache usage at or above {100 * self.t.kv_usage_ratio:g}%", now, percent=True),
                self._holding(REQUESTS_WAITING, self.waiting, self.t.waiting_requests, active,
@@ -113,6 +116,10 @@ class ServiceWatch:
         if (ranks := self._ranks(now)) is not None:
             out.append(ranks)
         return out
+
+    def _kept_all(self, alertname: str, active: Active) -> Verdict:
+        return Verdict(self._scope(alertname), tuple(self._keep(alertname, unit) for name, unit in active
+                                                     if name == alertname))
 
     def _scope(self, alertname: str) -> Scope:
         return Scope(alertname, self.host, self.service)

@@ -69,6 +69,9 @@ class UnitWatch:
         self.from_state = False
         self.last_cause: Finding | None = None
         """The cause of the latest death (what a crash loop is named with)."""
+        self.replaying = False
+        """Its journal is being read back from before the daemon began: the rules judge it once it has caught
+        up, so a failure a later start repaired long ago (or a start that was ready long ago) fires nothing."""
 
     # -- the journal --------------------------------------------------------------------------------
     def phase_seen(self, event: ReadinessEvent, *, by_systemd: bool) -> None:

@@ -45,6 +45,9 @@ class _Follower:
         self.findings: deque[Finding] = deque(maxlen=START_FINDINGS)
         self.cursor = cursor
         self.task: asyncio.Task[None] | None = None
+        self.read = 0
+        """Entries read; a reading that finds no more read since the last one ends a replay."""
+        self.read_at_poll = -1
 
 
 def _follow_order(state: UnitState, now: float, window_s: float) -> tuple[int, float]:
@@ -180,6 +183,11 @@ class HostObserver:
         """Follow a service's units in the order given, as many as the host's MAX_FOLLOWED leaves room for;
         let go of the others (a unit that falls out of the first places gives its stream to one that rose)."""
         mine = set(cfg.all_units())
+        for unit in mine & self.followers.keys():  # a history read back whole: the rules may judge it
+            follower, watch = self.followers[unit], self.services[cfg.name].units[unit]
+            if watch.replaying and follower.read == follower.read_at_poll:
+                watch.replaying = False
+            follower.read_at_poll = follower.read
         others = sum(1 for unit, f in self.followers.items() if unit not in mine and f.task and not f.task.done())
         keep = [s.unit for s in ordered][: max(0, MAX_FOLLOWED - others)]
         for unit in [u for u in mine if u in self.followers and u not in keep]:
@@ -191,6 +199,8 @@ class HostObserver:
         for unit in keep:
             if unit not in self.followers:
                 self.followers[unit] = _Follower(self.cursors.pop(unit, None))
+                if self.followers[unit].cursor is None:  # read back from before: judged once caught up
+                    self.services[cfg.name].units[unit].replaying = True
             follower = self.followers[unit]
             if follower.task is None or follower.task.done():
                 follower.task = asyncio.create_task(self._read(cfg, unit, follower), name=f"watch-journal-{unit}")
@@ -205,7 +215,8 @@ class HostObserver:
                 async with contextlib.aclosing(stream):
                     async for read in stream:
                         follower.cursor = read.entry.cursor
-                        if self.on_entry(cfg, unit, follower, read):
+                        follower.read += 1
+                        if self.on_entry(cfg, unit, follower, read) and not self._replaying(cfg):
                             self.changed()
             except asyncio.CancelledError:
                 raise
@@ -213,9 +224,14 @@ class HostObserver:
                 pass
             await asyncio.sleep(RESUME_AFTER_S)
 
+    def _replaying(self, cfg: ServiceConfig) -> bool:
+        return any(u.replaying for u in self.services[cfg.name].units.values())
+
     def on_entry(self, cfg: ServiceConfig, unit_name: str, follower: _Follower, read: ReadEntry) -> bool:
         """Take one entry's phase and findings; True when the rules should judge again."""
         unit = self.services[cfg.name].units[unit_name]
+        if unit.replaying and read.entry.ts is not None and read.entry.ts >= self.host_watch.watching_since:
+            unit.replaying = False  # caught up: this entry was logged while the daemon watched
         by_systemd = read.entry.source == "systemd"
         changed = False
         if read.phase is not None:

@@ -1,0 +1,97 @@
+"""The watch daemon starting on a host with history: the journal it reads back is judged by its own timestamps,
+as a whole; nothing that ended before the daemon started fires, on its first start or on any restart."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import time
+
+from sim_fixtures import sim_host_config
+from webhook_stub import Receiver, serving
+
+from console.config import ConsoleConfig, WatchConfig
+from console.domain.alerts import ENGINE_FAILED, AlertThresholds
+from console.hosts.endpoints import JsonPoster
+from console.ops.watch import WEBHOOK, AlertStore, Sink, WatchDaemon
+
+READY_UNIT = "sim-k26@ep8.service"
+OOM_UNIT = "sim-k26@tp4ep2.service"
+
+
+async def until(predicate, timeout_s: float = 60.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if await predicate():
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+async def kill_main(host, unit: str) -> None:
+    state = await host.services.state(unit)
+    assert state.main_pid
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(state.main_pid, signal.SIGKILL)
+
+
+async def test_a_death_repaired_before_the_daemon_started_fires_nothing_at_its_start_or_restart(sim_hosts, tmp_path):
+    host = sim_hosts(sim_host_config("hist", time_scale=0.01))
+    probe = host.probes[host.config.services[0].name]
+
+    async def ready() -> bool:
+        return (await probe.probe()).status == "ready"
+
+    async def dead() -> bool:
+        return not (await host.services.state(READY_UNIT)).is_running
+
+    await host.services.start(READY_UNIT)
+    await until(ready, what="EP8 ready")
+    await kill_main(host, READY_UNIT)  # a death...
+    await until(dead, what="EP8 dead")
+    await host.services.start(READY_UNIT)  # ...repaired: EP8 is ready again, before any daemon ran
+    await until(ready, what="EP8 ready again")
+
+    store = AlertStore(tmp_path / "audit.sqlite3")
+    thresholds = AlertThresholds(state_grace_s=0.5)
+    config = ConsoleConfig(path=tmp_path / "hosts.toml", hosts=(host.config,),
+                           watch=WatchConfig(interval_s=0.2, thresholds=thresholds))
+    receiver = Receiver()
+    async with serving(receiver) as url:
+        for run, unit in ((1, READY_UNIT), (2, OOM_UNIT)):  # the first start, then a restart on the same file
+            lines: list[str] = []
+            sink = Sink(JsonPoster(url, name="webhook http://127.0.0.1"), WEBHOOK)
+            daemon = WatchDaemon([host], config, store, [sink], say=lines.append)
+            task = asyncio.create_task(daemon.run())
+            try:
+                # a live failure, after the daemon has read the unit's journal back: what must fire
+                await until(lambda: _read_back(daemon, READY_UNIT), what="the history read")
+                if unit == READY_UNIT:
+                    await kill_main(host, READY_UNIT)
+                else:
+                    await host.services.start(OOM_UNIT)
+                await receiver.wait_for(lambda u=unit: any(a["labels"].get("unit") == u for a in receiver.alerts()),
+                                        what=f"the live failure of {unit}")
+
+                async def drained() -> bool:
+                    return store.queued() == 0
+
+                await until(drained, what="the delivery recorded")  # else the next run sends it again
+            finally:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+                await daemon.close()
+            assert not [line for line in lines if line.startswith("RESOLVED")], (run, lines)
+    seen = [(a["labels"]["alertname"], a["labels"]["unit"], a["status"]) for a in receiver.alerts()]
+    assert seen == [(ENGINE_FAILED, READY_UNIT, "firing"), (ENGINE_FAILED, OOM_UNIT, "firing")]
+    assert len(store.alerts()) == 2  # no false incident recorded either
+    store.close()
+
+
+async def _read_back(daemon: WatchDaemon, unit: str) -> bool:
+    (observer,) = daemon.observers
+    follower = observer.followers.get(unit)
+    return follower is not None and follower.cursor is not None

@@ -120,6 +120,15 @@ class HostObserver:
                 raise
             except Exception as exc:  # a host that is down, a dropped connection, a command that hung
                 errors.append(str(exc) or type(exc).__name__)
+        if not self.host.config.services:  # only a node of others' services: read through what it serves
+            try:
+                async with asyncio.timeout(READ_TIMEOUT_S):
+                    await self._node_units()
+                reached = True
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                errors.append(str(exc) or type(exc).__name__)
         if self.from_prometheus:
             pass
         elif reached:
@@ -127,6 +136,11 @@ class HostObserver:
         else:
             self.host_watch.missed("; ".join(errors)[:300] or "no reading")
         await self._gpus()
+
+    async def _node_units(self) -> None:
+        """The units this host runs as a node of another host's service (their rules are the head's)."""
+        units = [u for cfg in self.host.config.node_of for u in cfg.all_units()]
+        await asyncio.gather(*(self.host.services.state(u) for u in dict.fromkeys(units)))
 
     async def _service(self, cfg: ServiceConfig) -> None:
         watch = self.services[cfg.name]

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import time
+
 import pytest
 
 from console.domain.alerts import (
@@ -13,6 +17,7 @@ from console.domain.alerts import (
     Condition,
     Scope,
     Verdict,
+    rfc3339,
 )
 from console.hosts.endpoints import DeliveryError
 from console.ops.watch import ALERTMANAGER, WEBHOOK, AlertStore, Deliverer, Outbox, Sink
@@ -164,3 +169,35 @@ async def test_the_store_keeps_incidents_across_a_reopen_and_forgets_old_resolve
     kept = again.alerts()
     assert len([a for a in kept if not a.firing]) <= 4 and kept[0].label("unit") == "live.service"
     again.close()
+
+
+async def test_a_wall_clock_step_back_neither_stops_the_resends_nor_ends_the_alert_early(tmp_path):
+    store = AlertStore(tmp_path / "audit.sqlite3")
+    wall = Clock()
+    wall.now = 1_000_000.0
+    am = FakePoster("alertmanager http://am:9093")
+    book = AlertBook(AlertThresholds())
+    deliverer = Deliverer(Outbox(store, print), [Sink(am, ALERTMANAGER)], resend_s=0.2,
+                          firing=lambda: list(book.firing.values()), say=print, clock=wall)
+    fire(book, store, "a.service", wall.now, [am.name])
+    task = asyncio.create_task(deliverer.run())
+    try:
+        await until(lambda: len(am.sent) >= 2, what="the first re-send")
+        wall.now -= 3600  # NTP steps the daemon's clock back an hour
+        sent = len(am.sent)
+        await until(lambda: len(am.sent) >= sent + 2, what="re-sends after the step")  # on time, still
+        assert am.sent[-1][0]["endsAt"] == rfc3339(wall.now + 4 * 0.2)  # timestamps stay the wall clock's
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        store.close()
+
+
+async def until(predicate, timeout_s: float = 30.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"timed out waiting for {what}")

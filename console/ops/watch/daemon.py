@@ -64,22 +64,33 @@ class WatchDaemon:
         on_transition: Called with each transition (`watch --json` prints them).
         audit: The audit log (the layout a single-unit service runs).
         rank_source: Per-rank liveness of services over several hosts, where one is supplied.
-        clock: POSIX seconds.
+        clock: POSIX seconds: the wall clock, for the timestamps alerts carry.
+        monotonic: Seconds that never step. The rules' windows and the re-sends are timed on the wall clock
+            as it read at the start plus the monotonic time since, so a step of the wall clock
+            (NTP, a restored VM, `date -s`) neither resolves an alert nor ends a crash loop's window.
     """
 
     def __init__(self, hosts: Sequence[Host], config: ConsoleConfig, store: AlertStore, sinks: Sequence[Sink], *,
                  say: Callable[[str], None], on_transition: Callable[[Transition], None] | None = None,
                  audit: AuditLog | None = None, rank_source: RankSource | None = None,
-                 clock: Callable[[], float] = time.time, fleet_at: Callable[[], float | None] = lambda: None) -> None:
+                 clock: Callable[[], float] = time.time, monotonic: Callable[[], float] = time.monotonic,
+                 fleet_at: Callable[[], float | None] = lambda: None) -> None:
         self.config = config
         self.watch = config.watch
         self.store = store
         self.sinks = list(sinks)
         self.say = say
         self.on_transition = on_transition
-        self.clock = clock
+        self.wall = clock
+        anchor_wall, anchor_mono = clock(), monotonic()
+
+        def steady() -> float:
+            return anchor_wall + (monotonic() - anchor_mono)
+
+        self.clock = clock = steady
+        """The rules' clock: steady, on the wall clock's scale as it read at the start."""
         thresholds = self.watch.thresholds
-        self.started_at = clock()
+        self.started_at = anchor_wall
         self.book = AlertBook(thresholds)
         self.book.restore(store.firing())
         self.hosts = {h.name: h for h in hosts}
@@ -106,7 +117,8 @@ class WatchDaemon:
                 interval_s=self.watch.interval_s, say=say, clock=clock, at=fleet_at)
         self.outbox = Outbox(store, say)
         self.deliverer = Deliverer(self.outbox, self.sinks, resend_s=self.watch.resend_s,
-                                   firing=lambda: list(self.book.firing.values()), say=say, clock=clock)
+                                   firing=lambda: list(self.book.firing.values()), say=say, clock=self.wall,
+                                   monotonic=monotonic)
         self._due: dict[str, asyncio.TimerHandle] = {}
 
     def _changed_callback(self, host: str) -> Callable[[], None]:
@@ -141,7 +153,7 @@ class WatchDaemon:
         gone = [a for a in self.book.firing.values() if (a.label("host"), a.label("service")) not in known]
         for alert in gone:
             del self.book.firing[alert.fingerprint]
-        now = self.clock()
+        now = self.wall()
         self._commit([Transition(RESOLVED, replace(a, ends_at=max(now, a.starts_at))) for a in gone])
 
     def verdicts(self, host: str, now: float) -> list[Verdict]:
@@ -154,7 +166,7 @@ class WatchDaemon:
     def evaluate(self, host: str) -> list[Transition]:
         """Judge one host again; record, queue and report what changed."""
         now = self.clock()
-        transitions = self.book.apply(self.verdicts(host, now), now)
+        transitions = self.book.apply(self.verdicts(host, now), self.wall())  # judged steady, stamped on the wall
         self._commit(transitions)
         self._schedule(host, now)
         return transitions

@@ -9,6 +9,7 @@ from console.domain.alerts import (
     ENGINE_FAILED,
     FIRING,
     GPU_XID,
+    HEALTH_DOWN,
     HEALTH_FLAPPING,
     HOST_UNREACHABLE,
     KV_CACHE_HIGH,
@@ -179,6 +180,29 @@ def test_health_flapping_fires_at_four_changes_in_five_minutes():
     assert rig.judge(1040.0) == [(FIRING, HEALTH_FLAPPING)]
     assert rig.judge(1300.0) == []
     assert rig.judge(1341.0) == [(RESOLVED, HEALTH_FLAPPING)]
+
+
+def test_health_down_while_a_ready_unit_runs_fires_after_its_threshold_and_resolves_when_ready():
+    rig = Rig(replace(T, health_down_s=180))
+    rig.state("active", "running", since=1000.0, pid=5)
+    rig.service.observe_health(True, 1010.0)  # the start was ready
+    for t in range(1020, 1200, 20):
+        rig.service.health_down(float(t), "unreadable: timed out")
+    assert rig.judge(1199.0) == []
+    assert rig.judge(1200.0) == [(FIRING, HEALTH_DOWN)]
+    (alert,) = rig.firing(HEALTH_DOWN)
+    assert alert.label("unit") == UNIT and "(unreadable: timed out)" in alert.annotation("summary")
+    assert rig.judge(1300.0) == []  # still down: one incident
+    rig.service.observe_health(True, 1310.0)
+    assert rig.judge(1310.0) == [(RESOLVED, HEALTH_DOWN)]
+
+
+def test_health_down_during_a_start_that_never_was_ready_is_not_health_down():
+    rig = Rig(replace(T, health_down_s=180))
+    rig.state("active", "running", since=1000.0, pid=5)
+    for t in range(1000, 1400, 20):
+        rig.service.observe_health(False, float(t), "starting")
+    assert HEALTH_DOWN not in [name for _kind, name in rig.judge(1400.0)]  # ServeStartHung's, in time
 
 
 def test_a_host_unreadable_for_a_minute_is_unreachable_and_its_units_alerts_stay():

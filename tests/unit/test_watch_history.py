@@ -13,7 +13,7 @@ from sim_fixtures import sim_host_config
 from webhook_stub import Receiver, serving
 
 from console.config import ConsoleConfig, WatchConfig
-from console.domain.alerts import ENGINE_FAILED, AlertThresholds
+from console.domain.alerts import ENGINE_FAILED, HEALTH_DOWN, AlertThresholds
 from console.hosts.endpoints import JsonPoster
 from console.ops.watch import WEBHOOK, AlertStore, Sink, WatchDaemon
 
@@ -67,7 +67,7 @@ async def test_a_death_repaired_before_the_daemon_started_fires_nothing_at_its_s
             task = asyncio.create_task(daemon.run())
             try:
                 # a live failure, after the daemon has read the unit's journal back: what must fire
-                await until(lambda: _read_back(daemon, READY_UNIT), what="the history read")
+                await until(lambda d=daemon: _read_back(d, READY_UNIT), what="the history read")
                 if unit == READY_UNIT:
                     await kill_main(host, READY_UNIT)
                 else:
@@ -95,3 +95,48 @@ async def _read_back(daemon: WatchDaemon, unit: str) -> bool:
     (observer,) = daemon.observers
     follower = observer.followers.get(unit)
     return follower is not None and follower.cursor is not None
+
+
+async def test_an_engine_that_runs_but_stops_answering_health_raises_health_down_and_resolves(sim_hosts, tmp_path):
+    host = sim_hosts(sim_host_config("mute", time_scale=0.01))
+    probe = host.probes[host.config.services[0].name]
+
+    async def ready() -> bool:
+        return (await probe.probe()).status == "ready"
+
+    await host.services.start(READY_UNIT)
+    await until(ready, what="EP8 ready")
+    store = AlertStore(tmp_path / "audit.sqlite3")
+    config = ConsoleConfig(path=tmp_path / "hosts.toml", hosts=(host.config,),
+                           watch=WatchConfig(interval_s=0.2, thresholds=AlertThresholds(health_down_s=1.0)))
+    receiver = Receiver()
+    pid = (await host.services.state(READY_UNIT)).main_pid
+    assert pid
+    async with serving(receiver) as url:
+        sink = Sink(JsonPoster(url, name="webhook http://127.0.0.1"), WEBHOOK)
+        daemon = WatchDaemon([host], config, store, [sink], say=lambda line: None)
+        task = asyncio.create_task(daemon.run())
+        try:
+            unit = daemon.service_watches["mute"][host.config.services[0].name].units[READY_UNIT]
+            await until(lambda: _true(unit.ready), what="the daemon to see EP8 ready")
+            os.kill(pid, signal.SIGSTOP)  # the unit stays active; /health stops answering
+            await receiver.wait_for(lambda: any(a["labels"]["alertname"] == HEALTH_DOWN for a in receiver.alerts()),
+                                    what="ServeHealthDown at the webhook")
+            (alert,) = [a for a in receiver.alerts() if a["labels"]["alertname"] == HEALTH_DOWN]
+            assert alert["labels"]["unit"] == READY_UNIT and alert["labels"]["severity"] == "critical"
+            os.kill(pid, signal.SIGCONT)
+            await receiver.wait_for(lambda: [a["status"] for a in receiver.alerts()
+                                             if a["labels"]["alertname"] == HEALTH_DOWN] == ["firing", "resolved"],
+                                    what="its resolve")
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            await daemon.close()
+    store.close()
+
+
+async def _true(value: bool) -> bool:
+    return value

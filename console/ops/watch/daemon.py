@@ -31,8 +31,8 @@ from console.domain.alerts import (
 )
 from console.hosts.base import Host
 from console.ops.audit import AuditLog
-from console.ops.state_db import AuditError
 from console.ops.fleet import PrometheusFleet
+from console.ops.state_db import AuditError
 from console.ops.watch.delivery import Deliverer, Sink
 from console.ops.watch.fleet_watch import FleetWatch
 from console.ops.watch.observe import HostObserver, RankSource

@@ -154,10 +154,14 @@ class HostObserver:
         probe = self.host.probes.get(cfg.name)
         ready = False
         if probe is not None:
-            with contextlib.suppress(Exception):
+            try:
                 sample = await probe.probe()
+            except Exception as exc:  # unreadable: as good as down for a service that should serve
+                watch.health_down(self.clock(), f"unreadable: {str(exc)[:200] or type(exc).__name__}")
+            else:
                 ready = sample.status == "ready"
-                watch.observe_health(ready, sample.taken_at)
+                why = sample.status + (f", {sample.error[:200]}" if sample.error else "")
+                watch.observe_health(ready, self.clock(), why)  # the rules' clock: steady
         if not self.from_prometheus:
             await self._gauges(cfg, watch, probe if running and ready else None)
         if self.rank_source is not None:

@@ -84,12 +84,14 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         asyncio.run(main())
-    except KeyboardInterrupt:  # Ctrl-C
+    except (KeyboardInterrupt, asyncio.CancelledError):  # Ctrl-C, or a second stop while closing: still a stop
         pass
     try:
         say(f"stopped; {store.queued()} deliveries stay queued for the next start")
     except AuditError as exc:
         say(f"stopped; {exc}")
+    except KeyboardInterrupt:  # Ctrl-C pressed again while stopping: docs/cli.md's exit 0 all the same
+        pass
     finally:
         store.close()
         audit.close()

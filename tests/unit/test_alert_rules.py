@@ -302,3 +302,21 @@ def test_a_journal_read_again_counts_each_restart_once():
         rig.start(1020.0)
     assert rig.unit.restarts(1030.0) == 2
     assert (FIRING, CRASH_LOOP) not in rig.judge(1030.0)
+
+
+def test_the_consoles_own_starts_are_no_restarts_of_a_crash_loop():
+    rig = Rig()
+    for i in range(3):  # an operator forcing the layout that dies, three times, then its rollback
+        rig.death(1000.0 + 20 * i)
+        rig.start(1005.0 + 20 * i)
+    rig.unit.console_starts = ((1003.0, 1010.0), (1023.0, 1030.0), (1043.0, 1050.0))  # the audit log's switches
+    assert CRASH_LOOP not in [name for _kind, name in rig.judge(1060.0)]
+    rig.death(1070.0)  # then it dies and restarts on its own, three times
+    rig.start(1071.0)
+    rig.death(1080.0)
+    rig.start(1081.0)
+    assert CRASH_LOOP not in [name for _kind, name in rig.judge(1085.0)]
+    rig.death(1090.0)
+    rig.start(1091.0)
+    assert (FIRING, CRASH_LOOP) in rig.judge(1095.0)
+    assert "3 restarts in 10 min" in rig.firing(CRASH_LOOP)[0].annotation("summary")

@@ -23,6 +23,7 @@ from console.hosts.base import Host
 from console.hosts.endpoints import MetricsUnavailable, metrics_reader
 from console.hosts.journal_hub import ReadEntry
 from console.ops.audit import AuditLog
+from console.ops.state_db import AuditError
 
 #: Entries read back when the daemon begins to follow a unit: a start's first lines, and the restarts
 #: inside the crash loop's window, which the daemon did not see live (it just started, or the unit did).
@@ -33,6 +34,9 @@ MAX_FOLLOWED = 4
 START_FINDINGS = 256
 READ_TIMEOUT_S = 10.0
 RESUME_AFTER_S = 1.0
+#: Seconds either side of a switch in the audit log within which a start is the console's own (the host's
+#: journal and this machine's clock may differ a little).
+CONSOLE_START_SLACK_S = 2.0
 
 #: Per-rank liveness of a service over several hosts, where a status reports it (None: it does not).
 RankSource = Callable[[Host, ServiceConfig], Awaitable[Sequence[RankLiveness] | None]]
@@ -179,7 +183,23 @@ class HostObserver:
                 kv, waiting = scrape.kv_cache_usage, scrape.waiting_requests
         watch.observe_engine(kv, waiting, self.clock())
 
+    def _console_starts(self, cfg: ServiceConfig, watch: ServiceWatch) -> None:
+        """The console's own switches of this service within the crash loop's window, from the audit log:
+        a start of one of its units during one is the operator's, never counted as a restart."""
+        if self.audit is None:
+            return
+        now, window = time.time(), watch.t.crash_loop_window_s  # the audit log's clock: the wall's
+        try:
+            entries = self.audit.entries(host=self.host.name, limit=64)
+        except AuditError:
+            return
+        spans = tuple((e.started_at - CONSOLE_START_SLACK_S, (e.finished_at or now) + CONSOLE_START_SLACK_S)
+                      for e in entries if e.service == cfg.name and (e.finished_at or now) >= now - window)
+        for unit in watch.units.values():
+            unit.console_starts = spans
+
     def _layouts(self, cfg: ServiceConfig, watch: ServiceWatch, states: Sequence[UnitState]) -> None:
+        self._console_starts(cfg, watch)
         if cfg.mapping in (ENV_FILE, DROP_IN):
             layout = self.audit.last_started_layout(self.host.name, cfg.name) if self.audit else None
             watch.layouts = {u: layout for u in cfg.all_units() if layout}

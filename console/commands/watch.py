@@ -23,7 +23,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "watch",
         help="the unattended daemon: alerts to Alertmanager and a webhook (run it as a service)",
         description="Watch every host of hosts.toml and raise alerts: a failed unit or dead engine (with its "
-        "triaged card), a crash loop, a start that hangs, a host unreachable, /health flapping, KV cache or "
+        "triaged card), a crash loop, a start that hangs, a host unreachable, /health down or flapping, KV cache or "
         "waiting requests high, a GPU Xid. Alerts go to [watch] alertmanager and SERVE_CONSOLE_WATCH_WEBHOOK_URL, "
         "and into the state file (serve-console alerts). Runs until stopped.",
     )

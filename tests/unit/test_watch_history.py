@@ -13,8 +13,9 @@ from sim_fixtures import sim_host_config
 from webhook_stub import Receiver, serving
 
 from console.config import ConsoleConfig, WatchConfig
-from console.domain.alerts import ENGINE_FAILED, HEALTH_DOWN, AlertThresholds
+from console.domain.alerts import CRASH_LOOP, ENGINE_FAILED, HEALTH_DOWN, AlertThresholds
 from console.hosts.endpoints import JsonPoster
+from console.ops.switch import switch_layout
 from console.ops.watch import WEBHOOK, AlertStore, Sink, WatchDaemon
 
 READY_UNIT = "sim-k26@ep8.service"
@@ -140,3 +141,33 @@ async def test_an_engine_that_runs_but_stops_answering_health_raises_health_down
 
 async def _true(value: bool) -> bool:
     return value
+
+
+async def test_an_operators_forced_switches_and_their_rollbacks_are_no_crash_loop(sim_hosts, tmp_path):
+    host = sim_hosts(sim_host_config("ops", mapping="env-file", time_scale=0.01))  # one unit for every layout
+    audit = sim_hosts.audit()
+    unit_name = host.config.services[0].unit
+    assert (await switch_layout(host, None, "EP8", audit=audit, timeout_s=60)).outcome == "ready"
+    store = AlertStore(tmp_path / "audit-watch.sqlite3")
+    config = ConsoleConfig(path=tmp_path / "hosts.toml", hosts=(host.config,),
+                           watch=WatchConfig(interval_s=0.2, thresholds=AlertThresholds(crash_loop_restarts=3)))
+    daemon = WatchDaemon([host], config, store, [], say=lambda line: None, audit=audit)
+    task = asyncio.create_task(daemon.run())
+    try:
+        unit = daemon.service_watches["ops"][host.config.services[0].name].units[unit_name]
+        await until(lambda d=daemon: _read_back(d, unit_name), what="the history read")
+        for _ in range(3):  # the operator forces the layout that dies of its OOM; each rolls back to EP8
+            result = await switch_layout(host, None, "TP4 EP2", force=True, audit=audit, timeout_s=60)
+            assert result.outcome != "ready"
+        last = (await host.services.state(unit_name)).since
+        await until(lambda: _true(unit.ready and (unit.started_at or 0) >= (last or 0) - 1),
+                    what="the daemon to see the last rollback ready")
+        names = [a.label("alertname") for a in store.alerts()]
+        assert CRASH_LOOP not in names, names  # each death is the operator's own; ServeEngineFailed may fire
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        await daemon.close()
+        store.close()
+        audit.close()

@@ -21,7 +21,7 @@ import contextlib
 import random
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from console.domain.alerts import FIRING, Alert
@@ -97,6 +97,7 @@ class Deliverer:
         self.say = say
         self.clock = clock
         self.monotonic = monotonic
+        self._anchor = (clock(), monotonic())
         self._wake = asyncio.Event()
         self._last_resend: float | None = None
         self._solo: dict[int, int] = {}
@@ -131,10 +132,21 @@ class Deliverer:
                                    if s.kind == ALERTMANAGER and s.next_try <= now
                                    and not self.outbox.queued(s.name)))
 
+    def _for_alertmanager(self, alert: Alert) -> dict[str, Any]:
+        """The alert as Alertmanager takes it, its end judged against both clocks: the wall clock and the
+        steady one (the wall clock at the start plus monotonic time). A firing alert ends `TTL_RESENDS`
+        re-sends after the later of the two, a resolved one at the earlier at the latest: whichever of them
+        a step of the wall clock made wrong, Alertmanager neither ends a firing alert early nor keeps a
+        resolved one firing for the length of the step."""
+        wall = self.clock()
+        steady = self._anchor[0] + (self.monotonic() - self._anchor[1])
+        if alert.ends_at is not None:
+            alert = replace(alert, ends_at=max(alert.starts_at, min(alert.ends_at, wall, steady)))
+        return alert.to_alertmanager(max(wall, steady), TTL_RESENDS * self.resend_s)
+
     def _render(self, sink: Sink, deliveries: Sequence[Delivery]) -> Any:
         if sink.kind == ALERTMANAGER:
-            ttl = TTL_RESENDS * self.resend_s
-            return [d.alert.to_alertmanager(self.clock(), ttl) for d in deliveries]
+            return [self._for_alertmanager(d.alert) for d in deliveries]
         return webhook_document(deliveries)
 
     async def _drain(self, sink: Sink) -> None:
@@ -220,10 +232,9 @@ class Deliverer:
 
     async def _resend(self, sink: Sink) -> None:
         alerts = list(self.firing())
-        ttl = TTL_RESENDS * self.resend_s
         for start in range(0, len(alerts), BATCH):
             try:
-                await sink.poster.post([a.to_alertmanager(self.clock(), ttl) for a in alerts[start:start + BATCH]])
+                await sink.poster.post([self._for_alertmanager(a) for a in alerts[start:start + BATCH]])
             except DeliveryError as exc:
                 self._back_off(sink)
                 sink.error = str(exc)

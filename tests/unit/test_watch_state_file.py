@@ -23,6 +23,15 @@ from console.ops.watch import WEBHOOK, AlertStore, Sink, WatchDaemon
 OOM_UNIT = "sim-k26@tp4ep2.service"  # dies of a CUDA OOM at each start
 
 
+async def until(predicate, timeout_s: float = 60.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
 def failed_firing(receiver: Receiver) -> bool:
     return any(a["labels"]["alertname"] == ENGINE_FAILED and a["status"] == "firing" for a in receiver.alerts())
 
@@ -65,6 +74,11 @@ async def test_a_full_state_disk_still_delivers_the_alert_from_memory_and_says_s
         await host.services.start(OOM_UNIT)
         await receiver.wait_for(lambda: failed_firing(receiver), what="the failure at the webhook")
         assert not task.done()  # no callback died of the write it could not make
+        assert store.firing() == []
+        store._db.execute("DELETE FROM watch_alerts WHERE host = 'pad'")  # the disk freed
+        await until(lambda: [a.label("alertname") for a in store.firing()] == [ENGINE_FAILED],
+                    what="the alert recorded once the state file is writable")
+    assert any("is writable again" in line for line in lines)
     full = [line for line in lines if "the disk is full" in line]
     assert len(full) == 1 and "delivered from memory" in full[0], lines
     assert any(line.startswith("FIRING ServeEngineFailed") for line in lines)

@@ -167,9 +167,22 @@ class WatchDaemon:
         """Judge one host again; record, queue and report what changed."""
         now = self.clock()
         transitions = self.book.apply(self.verdicts(host, now), self.wall())  # judged steady, stamped on the wall
+        self._record_unrecorded()
         self._commit(transitions)
         self._schedule(host, now)
         return transitions
+
+    def _record_unrecorded(self) -> None:
+        """Alerts that fired while the state file could not be written get their rows once it can (their
+        deliveries already left from memory)."""
+        unrecorded = [a for a in self.book.firing.values() if a.id is None] if self.outbox.fault else []
+        for alert in unrecorded:
+            try:
+                self.book.stored(self.store.record(Transition(FIRING, alert)))
+            except AuditError:
+                return
+        if unrecorded:
+            self.outbox.store_ok()
 
     def _commit(self, transitions: Sequence[Transition]) -> None:
         sinks = [s.name for s in self.sinks]

@@ -18,6 +18,8 @@ class Receiver:
         self.status = 200
         self.location = ""
         self.poison: str | None = None
+        self.max_body: int | None = None
+        """Bodies longer than this are answered 413 (a proxy's limit)."""
         self.bodies: list = []
         self.attempts = 0
         self._posted = asyncio.Event()
@@ -27,6 +29,8 @@ class Receiver:
         text = await request.text()
         if self.poison is not None and self.poison in text:
             return web.Response(status=500, text="internal error")
+        if self.max_body is not None and len(text) > self.max_body:
+            return web.Response(status=413, text="request entity too large")
         if self.status != 200:
             headers = {"Location": self.location} if self.location else {}
             return web.Response(status=self.status, text=f"answer {self.status}", headers=headers)

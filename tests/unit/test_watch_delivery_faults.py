@@ -127,3 +127,21 @@ async def test_deliveries_held_in_memory_while_the_state_file_is_full_go_out_aft
     await rounds(deliverer, sink, clock, 2)
     assert [a["status"] for body in receiver.bodies for a in body["alerts"]] == ["firing", "resolved"]
     assert outbox.queued(sink.name) == 0 and store.queued() == 0
+
+
+async def test_a_body_limit_keeps_the_alert_it_cannot_take_queued_and_lets_the_others_through(rig):
+    receiver, store, _outbox, book, deliverer, sink, clock, lines = rig
+    receiver.max_body = 1500
+    fire(book, store, sink, "big.service", clock.now, summary="x" * 1900)  # over the proxy's limit alone
+    fire(book, store, sink, "small.service", clock.now)
+    for _ in range(60):
+        if "small.service" in receiver.units():
+            break
+        await rounds(deliverer, sink, clock, 1)
+    assert receiver.units() == ["small.service"]
+    await rounds(deliverer, sink, clock, 30)
+    assert store.queued() == 1 and store.counters() == {}  # the destination's limit: kept, never dropped
+    assert any("HTTP 413 (a body limit in front of it" in line for line in lines)
+    receiver.max_body = None  # the limit raised
+    await rounds(deliverer, sink, clock, 2)
+    assert receiver.units() == ["small.service", "big.service"] and store.queued() == 0

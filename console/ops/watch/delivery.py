@@ -176,7 +176,8 @@ class Deliverer:
                                                f"dropped: {exc}")
                     continue
                 skip.add(batch[0].id)
-                self._solo[batch[0].id] = self._solo.get(batch[0].id, 0) + 1
+                if exc.status is not None and exc.status >= 500:  # a 3xx/404/405/413 is never the delivery's
+                    self._solo[batch[0].id] = self._solo.get(batch[0].id, 0) + 1
                 self.outbox.attempted(batch, str(exc))
                 if exc.status is None or (not landed_alone and len(skip) >= SOLO_PROBES):
                     self._failed(sink, [], str(exc))  # the destination, not one delivery: wait for it
@@ -207,7 +208,7 @@ class Deliverer:
                                                f"({delivery.alert.label('host')}) so that it holds up no other")
                     skip.discard(delivery.id)
         if skip:
-            tries = max(self._solo.get(i, 0) for i in skip)
+            tries = max(1, *(self._solo.get(i, 0) for i in skip))
             sink.next_try = self.monotonic() + min(BACKOFF_MAX_S, BACKOFF_FIRST_S * 2 ** tries)
 
     def _drop(self, sink: Sink, delivery: Delivery, why: str) -> None:

@@ -26,7 +26,7 @@ from pathlib import Path
 from console.domain.alerts import FIRING, UPDATED, AlertBook, AlertThresholds, HostWatch, ServiceWatch
 from console.domain.models import Finding, FindingClass, Phase, ReadinessEvent, UnitState
 from console.hosts.endpoints import DeliveryError
-from console.ops.watch import ALERTMANAGER, WEBHOOK, AlertStore, Deliverer, Sink
+from console.ops.watch import ALERTMANAGER, WEBHOOK, AlertStore, Deliverer, Outbox, Sink
 
 STEP_S = 10.0
 HOSTS = 20
@@ -104,8 +104,9 @@ async def _day(path: Path, hours: float) -> dict:
                              ServiceWatch(f"h{i:02d}", "llm", UNITS, thresholds, T0)) for i in range(HOSTS)}
     posters = [Destination("alertmanager http://am", clock), Destination("webhook http://hook", clock)]
     sinks = [Sink(posters[0], ALERTMANAGER), Sink(posters[1], WEBHOOK)]  # type: ignore[arg-type]
-    deliverer = Deliverer(store, sinks, resend_s=60.0, firing=lambda: list(book.firing.values()),
-                          say=lambda line: None, clock=lambda: clock[0])
+    deliverer = Deliverer(Outbox(store, lambda line: None), sinks, resend_s=60.0,
+                          firing=lambda: list(book.firing.values()), say=lambda line: None,
+                          clock=lambda: clock[0], monotonic=lambda: clock[0])
     traced: dict[int, int] = {}
     rss: dict[int, int] = {}
     transitions = 0

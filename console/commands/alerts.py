@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 
 from console.commands.host_args import print_json
@@ -52,8 +53,11 @@ def run(args: argparse.Namespace) -> int:
     try:
         alerts = store.alerts(limit=args.n, firing_only=args.firing, host=args.host)
         counters, queued = store.counters(), store.queued()
+        damaged = store.damage_lines()
     finally:
         store.close()
+    for line in damaged:
+        print(f"serve-console alerts: {line}", file=sys.stderr)
     now = time.time()
     for alert in alerts:
         if args.json:

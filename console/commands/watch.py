@@ -23,7 +23,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "watch",
         help="the unattended daemon: alerts to Alertmanager and a webhook (run it as a service)",
         description="Watch every host of hosts.toml and raise alerts: a failed unit or dead engine (with its "
-        "triaged card), a crash loop, a start that hangs, a host unreachable, /health flapping, KV cache or "
+        "triaged card), a crash loop, a start that hangs, a host unreachable, /health down or flapping, KV cache or "
         "waiting requests high, a GPU Xid. Alerts go to [watch] alertmanager and SERVE_CONSOLE_WATCH_WEBHOOK_URL, "
         "and into the state file (serve-console alerts). Runs until stopped.",
     )
@@ -39,7 +39,8 @@ def say(line: str) -> None:
 def run(args: argparse.Namespace) -> int:
     from console.factory import open_host
     from console.ops.audit import open_audit
-    from console.ops.watch import WatchDaemon, build_sinks, open_alert_store, rank_liveness
+    from console.ops.state_db import AuditError
+    from console.ops.watch import WatchDaemon, WatchLock, build_sinks, open_alert_store, rank_liveness
 
     config = load(args)
     names = args.host or [h.name for h in config.hosts]
@@ -49,6 +50,14 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"{config.path}: no host {unknown[0]!r} (hosts: {known})")
     sinks = build_sinks(config.watch)
     store = open_alert_store(queue_max=config.watch.queue_max)
+    try:
+        lock = WatchLock(store.path)  # one daemon per state file: a second would alert twice
+    except OSError as exc:
+        store.close()
+        raise AuditError(f"{store.path}: cannot take the watch lock ({exc.strerror or exc})") from None
+    except BaseException:
+        store.close()
+        raise
     audit = open_audit()
 
     def report(transition) -> None:
@@ -78,11 +87,16 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         asyncio.run(main())
-    except KeyboardInterrupt:  # Ctrl-C
+    except (KeyboardInterrupt, asyncio.CancelledError):  # Ctrl-C, or a second stop while closing: still a stop
         pass
     try:
         say(f"stopped; {store.queued()} deliveries stay queued for the next start")
+    except AuditError as exc:
+        say(f"stopped; {exc}")
+    except KeyboardInterrupt:  # Ctrl-C pressed again while stopping: docs/cli.md's exit 0 all the same
+        pass
     finally:
         store.close()
         audit.close()
+        lock.release()
     return 0

@@ -14,7 +14,7 @@ from console.domain.alerts import ALERT_NAMES, AlertThresholds
 
 WATCH_KEYS = ("alertmanager", "interval_s", "resend_s", "queue_max", "crash_loop_restarts", "crash_loop_window_s",
               "start_hang_s", "unreachable_s", "flapping_changes", "flapping_window_s", "kv_usage_pct",
-              "kv_usage_for_s", "waiting_requests", "waiting_for_s", "rank_dead_s", "severity")
+              "kv_usage_for_s", "waiting_requests", "waiting_for_s", "rank_dead_s", "health_down_s", "severity")
 SEVERITY = re.compile(r"[A-Za-z0-9_-]{1,32}")
 DAY_S = 86_400.0
 
@@ -88,6 +88,7 @@ def parse_watch(table: Table | None) -> WatchConfig:
         waiting_requests=table.number("waiting_requests", t.waiting_requests, above=0.0, maximum=1e9),  # type: ignore[arg-type]
         waiting_for_s=seconds("waiting_for_s", t.waiting_for_s),
         rank_dead_s=seconds("rank_dead_s", t.rank_dead_s),
+        health_down_s=seconds("health_down_s", t.health_down_s),
         severities=_severities(table),
     )
     return WatchConfig(

@@ -9,6 +9,7 @@ from console.domain.alerts import (
     ENGINE_FAILED,
     FIRING,
     GPU_XID,
+    HEALTH_DOWN,
     HEALTH_FLAPPING,
     HOST_UNREACHABLE,
     KV_CACHE_HIGH,
@@ -181,6 +182,29 @@ def test_health_flapping_fires_at_four_changes_in_five_minutes():
     assert rig.judge(1341.0) == [(RESOLVED, HEALTH_FLAPPING)]
 
 
+def test_health_down_while_a_ready_unit_runs_fires_after_its_threshold_and_resolves_when_ready():
+    rig = Rig(replace(T, health_down_s=180))
+    rig.state("active", "running", since=1000.0, pid=5)
+    rig.service.observe_health(True, 1010.0)  # the start was ready
+    for t in range(1020, 1200, 20):
+        rig.service.health_down(float(t), "unreadable: timed out")
+    assert rig.judge(1199.0) == []
+    assert rig.judge(1200.0) == [(FIRING, HEALTH_DOWN)]
+    (alert,) = rig.firing(HEALTH_DOWN)
+    assert alert.label("unit") == UNIT and "(unreadable: timed out)" in alert.annotation("summary")
+    assert rig.judge(1300.0) == []  # still down: one incident
+    rig.service.observe_health(True, 1310.0)
+    assert rig.judge(1310.0) == [(RESOLVED, HEALTH_DOWN)]
+
+
+def test_health_down_during_a_start_that_never_was_ready_is_not_health_down():
+    rig = Rig(replace(T, health_down_s=180))
+    rig.state("active", "running", since=1000.0, pid=5)
+    for t in range(1000, 1400, 20):
+        rig.service.observe_health(False, float(t), "starting")
+    assert HEALTH_DOWN not in [name for _kind, name in rig.judge(1400.0)]  # ServeStartHung's, in time
+
+
 def test_a_host_unreadable_for_a_minute_is_unreachable_and_its_units_alerts_stay():
     rig = Rig()
     rig.start(1000.0)
@@ -278,3 +302,21 @@ def test_a_journal_read_again_counts_each_restart_once():
         rig.start(1020.0)
     assert rig.unit.restarts(1030.0) == 2
     assert (FIRING, CRASH_LOOP) not in rig.judge(1030.0)
+
+
+def test_the_consoles_own_starts_are_no_restarts_of_a_crash_loop():
+    rig = Rig()
+    for i in range(3):  # an operator forcing the layout that dies, three times, then its rollback
+        rig.death(1000.0 + 20 * i)
+        rig.start(1005.0 + 20 * i)
+    rig.unit.console_starts = ((1003.0, 1010.0), (1023.0, 1030.0), (1043.0, 1050.0))  # the audit log's switches
+    assert CRASH_LOOP not in [name for _kind, name in rig.judge(1060.0)]
+    rig.death(1070.0)  # then it dies and restarts on its own, three times
+    rig.start(1071.0)
+    rig.death(1080.0)
+    rig.start(1081.0)
+    assert CRASH_LOOP not in [name for _kind, name in rig.judge(1085.0)]
+    rig.death(1090.0)
+    rig.start(1091.0)
+    assert (FIRING, CRASH_LOOP) in rig.judge(1095.0)
+    assert "3 restarts in 10 min" in rig.firing(CRASH_LOOP)[0].annotation("summary")

@@ -13,6 +13,7 @@ import contextlib
 import json
 import time
 import uuid
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -47,10 +48,10 @@ class Watch:
         self.task: asyncio.Task | None = None
         self.store: AlertStore | None = None
 
-    def start(self) -> WatchDaemon:
+    def start(self, clock=time.time) -> WatchDaemon:
         self.store = AlertStore(self.state_file)
         self.daemon = WatchDaemon([self.host], self.config, self.store, build_sinks(self.config.watch, self.environ),
-                                  say=self.lines.append)
+                                  say=self.lines.append, clock=clock)
         self.task = asyncio.create_task(self.daemon.run())
         return self.daemon
 
@@ -196,3 +197,24 @@ async def test_the_daemon_restarted_raises_no_second_alert(watch, alertmanager):
     hooked = [a for a in capture.alerts("/hook") if a["labels"]["host"] == host]
     assert [a["status"] for a in hooked] == ["firing"]
     assert any("1 alerts firing from before" in line for line in watch.lines)
+
+
+async def test_a_step_back_of_the_daemons_clock_does_not_resolve_a_firing_alert(watch, alertmanager):  # noqa: F811
+    server, _capture = alertmanager
+    host = watch.host.name
+    offset = [0.0]
+    watch.start(clock=lambda: time.time() - offset[0])
+    await watch.host.services.start(OOM_UNIT)
+    await until(lambda: server.alerts(alertname=ENGINE_FAILED, host=host), what="the failure")
+    stepped_at = time.time()
+    offset[0] = 3600.0  # the daemon's wall clock steps back an hour (NTP, a restored VM, date -s)
+
+    def ends_at() -> float | None:  # Alertmanager's own view: None once it let the alert end
+        found = server.alerts(alertname=ENGINE_FAILED, host=host)
+        return datetime.fromisoformat(found[0]["endsAt"]).timestamp() if found else None
+
+    # Today its end (4 re-sends, 4 s ahead) passes and Alertmanager resolves it; re-sent on time, the end
+    # moves on past any end sent before the step
+    await until(lambda: (end := ends_at()) is None or end > stepped_at + 4 * 1.0 + 2.0, timeout_s=60,
+                what="Alertmanager to resolve the alert, or to hear its re-sends after the step")
+    assert ends_at() is not None, "Alertmanager resolved a firing alert after the daemon's clock stepped back"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -56,3 +57,23 @@ def test_watch_refuses_in_one_line_what_it_cannot_use(sim_env):  # noqa: F811
     (cwd / "hosts.toml").write_text(good)
     assert bad_url.returncode == 2 and "hosts.toml:" in bad_url.stderr and "watch.alertmanager" in bad_url.stderr
     assert "Traceback" not in unknown.stderr + bad_hook.stderr + bad_url.stderr
+
+
+def test_ctrl_c_stops_watch_cleanly_with_exit_0(sim_env):  # noqa: F811
+    cwd, env = sim_env
+    toml = (cwd / "hosts.toml").read_text()
+    (cwd / "hosts.toml").write_text(toml + "\n[watch]\ninterval_s = 0.3\n")
+    watch = subprocess.Popen([sys.executable, "-m", "console", "watch"], cwd=cwd, env=env, start_new_session=True,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = ""
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and "watching" not in line and watch.poll() is None:
+            line = watch.stderr.readline()
+        assert "watching" in line
+        assert cli(cwd, env, "switch", "EP8", "--json").returncode == 0  # its journal followed, its probe read
+    finally:
+        os.killpg(watch.pid, signal.SIGINT)  # Ctrl-C: the terminal signals the whole foreground group
+        _out, err = watch.communicate(timeout=30)
+    assert watch.returncode == 0, err
+    assert "Traceback" not in err and "stopped;" in err

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import time
+
 import pytest
 
 from console.domain.alerts import (
@@ -13,9 +17,10 @@ from console.domain.alerts import (
     Condition,
     Scope,
     Verdict,
+    rfc3339,
 )
 from console.hosts.endpoints import DeliveryError
-from console.ops.watch import ALERTMANAGER, WEBHOOK, AlertStore, Deliverer, Sink
+from console.ops.watch import ALERTMANAGER, WEBHOOK, AlertStore, Deliverer, Outbox, Sink
 
 
 class FakePoster:
@@ -69,9 +74,10 @@ def rig(tmp_path):
     clock = Clock()
     am, hook = FakePoster("alertmanager http://am:9093"), FakePoster("webhook http://hook")
     book = AlertBook(AlertThresholds())
-    deliverer = Deliverer(store, [Sink(am, ALERTMANAGER), Sink(hook, WEBHOOK)], resend_s=60.0,
-                          firing=lambda: list(book.firing.values()), say=lambda line: lines.append(line), clock=clock)
     lines: list[str] = []
+    deliverer = Deliverer(Outbox(store, lines.append), [Sink(am, ALERTMANAGER), Sink(hook, WEBHOOK)], resend_s=60.0,
+                          firing=lambda: list(book.firing.values()), say=lambda line: lines.append(line), clock=clock,
+                          monotonic=clock)
     yield store, clock, am, hook, book, deliverer, lines
     store.close()
 
@@ -80,6 +86,7 @@ async def test_each_destination_gets_every_transition_in_order_and_the_queue_emp
     store, clock, am, hook, book, deliverer, _lines = rig
     fire(book, store, "a.service", clock.now, [am.name, hook.name])
     resolve(book, store, "a.service", clock.now + 5, [am.name, hook.name])
+    clock.now += 5
     await deliverer.deliver_due(clock.now)
     posted = [a for body in am.sent for a in body]
     assert [a["labels"]["unit"] for a in posted][:2] == ["a.service", "a.service"]
@@ -163,3 +170,36 @@ async def test_the_store_keeps_incidents_across_a_reopen_and_forgets_old_resolve
     kept = again.alerts()
     assert len([a for a in kept if not a.firing]) <= 4 and kept[0].label("unit") == "live.service"
     again.close()
+
+
+async def test_a_wall_clock_step_back_neither_stops_the_resends_nor_ends_the_alert_early(tmp_path):
+    store = AlertStore(tmp_path / "audit.sqlite3")
+    wall = Clock()
+    wall.now = 1_000_000.0
+    am = FakePoster("alertmanager http://am:9093")
+    book = AlertBook(AlertThresholds())
+    deliverer = Deliverer(Outbox(store, print), [Sink(am, ALERTMANAGER)], resend_s=0.2,
+                          firing=lambda: list(book.firing.values()), say=print, clock=wall)
+    fire(book, store, "a.service", wall.now, [am.name])
+    task = asyncio.create_task(deliverer.run())
+    try:
+        await until(lambda: len(am.sent) >= 2, what="the first re-send")
+        wall.now -= 3600  # NTP steps the daemon's clock back an hour
+        sent = len(am.sent)
+        await until(lambda: len(am.sent) >= sent + 2, what="re-sends after the step")  # on time, still
+        ends = am.sent[-1][0]["endsAt"]
+        assert ends > rfc3339(1_000_000.0)  # ahead of the time it is: the steady clock's, not the stepped one's
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        store.close()
+
+
+async def until(predicate, timeout_s: float = 30.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"timed out waiting for {what}")

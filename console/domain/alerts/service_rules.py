@@ -18,6 +18,7 @@ from console.domain.alerts.card import card_annotations, card_description
 from console.domain.alerts.thresholds import (
     CRASH_LOOP,
     ENGINE_FAILED,
+    HEALTH_DOWN,
     HEALTH_FLAPPING,
     KV_CACHE_HIGH,
     RANK_DEAD,
@@ -73,6 +74,10 @@ class ServiceWatch:
         self.layouts: dict[str, str] = {}
         """unit -> the layout it runs (set by the daemon from the config and the audit log)."""
         self.health = Changes(thresholds.flapping_window_s)
+        self.down_since: float | None = None
+        """Since when /health has not answered ready (down, starting or unreadable), if it is so now."""
+        self.down_why = ""
+        self.health_read = False
         self.kv = Holding(thresholds.kv_usage_for_s)
         self.waiting = Holding(thresholds.waiting_for_s)
         self.engine_read = False
@@ -80,13 +85,26 @@ class ServiceWatch:
         self._dead_since: dict[tuple[str, str], float] = {}
 
     # -- observations -------------------------------------------------------------------------------
-    def observe_health(self, ready: bool, ts: float) -> None:
+    def observe_health(self, ready: bool, ts: float, why: str = "") -> None:
         """A `/health` reading: ready marks the running unit's start ready."""
         self.health.observe(ready, ts)
+        if ready:
+            self._health_up()
+        else:
+            self.health_down(ts, why)
         if ready:
             for unit in self.units.values():
                 if unit.running and not unit.ready:
                     unit.mark_ready(ts)
+
+    def health_down(self, ts: float, why: str) -> None:
+        """/health did not answer ready (`why`: down, its status, or why it could not be read)."""
+        self.health_read = True
+        self.down_since = ts if self.down_since is None else self.down_since
+        self.down_why = why
+
+    def _health_up(self) -> None:
+        self.health_read, self.down_since, self.down_why = True, None, ""
 
     def observe_engine(self, kv_usage: float | None, waiting: float | None, ts: float) -> None:
         """The engine's own gauges (None: not running, or not exported)."""
@@ -103,9 +121,12 @@ class ServiceWatch:
 
     # -- the rules ----------------------------------------------------------------------------------
     def verdicts(self, now: float, active: Active) -> list[Verdict]:
-        """Every rule's judgement now."""
-        out = [self._failed(now, active), self._crash_loop(now, active), self._hung(now, active),
-               self._flapping(now, active),
+        """Every rule's judgement now (while a unit's history is read back, its unit rules keep what fires)."""
+        if any(u.replaying for u in self.units.values()):
+            units = [self._kept_all(name, active) for name in (ENGINE_FAILED, CRASH_LOOP, START_HUNG)]
+        else:
+            units = [self._failed(now, active), self._crash_loop(now, active), self._hung(now, active)]
+        out = [*units, self._flapping(now, active), self._down(now, active),
                self._holding(KV_CACHE_HIGH, self.kv, self.t.kv_usage_ratio, active,
                              f"KV cache usage at or above {100 * self.t.kv_usage_ratio:g}%", now, percent=True),
                self._holding(REQUESTS_WAITING, self.waiting, self.t.waiting_requests, active,
@@ -113,6 +134,10 @@ class ServiceWatch:
         if (ranks := self._ranks(now)) is not None:
             out.append(ranks)
         return out
+
+    def _kept_all(self, alertname: str, active: Active) -> Verdict:
+        return Verdict(self._scope(alertname), tuple(self._keep(alertname, unit) for name, unit in active
+                                                     if name == alertname))
 
     def _scope(self, alertname: str) -> Scope:
         return Scope(alertname, self.host, self.service)
@@ -207,6 +232,27 @@ class ServiceWatch:
         if (HEALTH_FLAPPING, "") in active and now - quiet_from < window:
             return Verdict(self._scope(HEALTH_FLAPPING), (self._keep(HEALTH_FLAPPING),))
         return Verdict(self._scope(HEALTH_FLAPPING))
+
+    def _down(self, now: float, active: Active) -> Verdict:
+        """/health down or unreadable for `health_down_s` while a unit runs whose start was ready (a start
+        that never gets there is ServeStartHung's; a unit that died, ServeEngineFailed's)."""
+        served = [name for name, u in self.units.items() if u.running and u.ready]
+        since = self.down_since
+        if served and since is not None and now - since >= self.t.health_down_s:
+            unit = served[0]
+            why = f" ({self.down_why})" if self.down_why else ""
+            return Verdict(self._scope(HEALTH_DOWN), (self._condition(
+                HEALTH_DOWN, unit,
+                summary=f"{self.service} on {self.host}: /health has not answered ready for "
+                        f"{self.t.health_down_s:g} s{why} while {unit} runs",
+                description=f"{self._where(unit)} is active and its start was ready, but /health has been down or "
+                            f"unreadable for {self.t.health_down_s:g} s or more{why}",
+                hint="the engine runs but does not serve: read its journal's last lines (a hang, a deadlock, "
+                     "a port taken) and restart it if it does not come back",
+                since=since),))
+        ended = self.health_read and (since is None or not any(u.running for u in self.units.values()))
+        kept = tuple(self._keep(HEALTH_DOWN, unit) for name, unit in active if name == HEALTH_DOWN)
+        return Verdict(self._scope(HEALTH_DOWN), () if ended else kept)
 
     def _holding(self, alertname: str, holding: Holding, threshold: float, active: Active, what: str,
                  now: float, *, percent: bool = False) -> Verdict:

@@ -16,6 +16,7 @@ KV_CACHE_HIGH = "ServeKvCacheHigh"
 REQUESTS_WAITING = "ServeRequestsWaiting"
 GPU_XID = "ServeGpuXid"
 RANK_DEAD = "ServeRankDead"
+HEALTH_DOWN = "ServeHealthDown"
 
 #: Every alert the daemon raises, with its default severity (Alertmanager routes on the `severity` label).
 DEFAULT_SEVERITIES: tuple[tuple[str, str], ...] = (
@@ -28,6 +29,7 @@ DEFAULT_SEVERITIES: tuple[tuple[str, str], ...] = (
     (REQUESTS_WAITING, "warning"),
     (GPU_XID, "critical"),
     (RANK_DEAD, "critical"),
+    (HEALTH_DOWN, "critical"),
 )
 ALERT_NAMES = tuple(name for name, _ in DEFAULT_SEVERITIES)
 
@@ -55,6 +57,8 @@ class AlertThresholds:
     waiting_for_s: float = 300.0
     rank_dead_s: float = 60.0
     """A rank reported dead or wedged for this long fires (where the status reports ranks)."""
+    health_down_s: float = 180.0
+    """`/health` down or unreadable this long while a unit runs whose start was ready fires."""
     failure_settle_s: float = 0.4
     """A summary of a death (systemd's exit status) waits this long for its cause before it fires."""
     state_grace_s: float = 2.0

@@ -69,6 +69,12 @@ class UnitWatch:
         self.from_state = False
         self.last_cause: Finding | None = None
         """The cause of the latest death (what a crash loop is named with)."""
+        self.console_starts: tuple[tuple[float, float], ...] = ()
+        """(from, to) of the console's own switches of this unit's service (the audit log's): a start in one
+        is the operator's, not a restart."""
+        self.replaying = False
+        """Its journal is being read back from before the daemon began: the rules judge it once it has caught
+        up, so a failure a later start repaired long ago (or a start that was ready long ago) fires nothing."""
 
     # -- the journal --------------------------------------------------------------------------------
     def phase_seen(self, event: ReadinessEvent, *, by_systemd: bool) -> None:
@@ -156,16 +162,27 @@ class UnitWatch:
             return None
         return self.failure
 
+    def _seen(self, now: float) -> list[float]:
+        """Restarts the journal showed within the window, less the console's own starts (systemd's counter
+        counts only its automatic restarts: nothing to take out of it)."""
+        return [t for t in self.restarts_seen.times(now)
+                if not any(lo <= t <= hi for lo, hi in self.console_starts)]
+
     def restarts(self, now: float) -> int:
-        return max(self.restarts_seen.count(now), self.restarts_counted.count(now))
+        return max(len(self._seen(now)), self.restarts_counted.count(now))
 
     def nth_restart_at(self, n: int, now: float) -> float | None:
         """When the unit's n-th most recent restart in the window happened (the one that crossed N)."""
-        window = max((self.restarts_seen, self.restarts_counted), key=lambda w: w.count(now))
-        return window.nth_latest(n, now)
+        seen = self._seen(now)
+        if len(seen) >= self.restarts_counted.count(now):
+            return seen[-n] if 0 < n <= len(seen) else None
+        return self.restarts_counted.nth_latest(n, now)
 
     def last_restart_at(self) -> float | None:
-        times = [t for t in (self.restarts_seen.last, self.restarts_counted.last) if t is not None]
+        seen = self.restarts_seen.last
+        if seen is not None and any(lo <= seen <= hi for lo, hi in self.console_starts):
+            seen = None
+        times = [t for t in (seen, self.restarts_counted.last) if t is not None]
         return max(times) if times else None
 
     def hung_since(self) -> float | None:

@@ -54,6 +54,11 @@ class EventWindow:
         self._forget(now)
         return len(self._times)
 
+    def times(self, now: float) -> list[float]:
+        """The events within the window ending at `now`, oldest first."""
+        self._forget(now)
+        return list(self._times)
+
     def nth_latest(self, n: int, now: float) -> float | None:
         """The time of the n-th most recent event within the window (1 = the newest), or None."""
         self._forget(now)

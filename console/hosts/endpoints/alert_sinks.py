@@ -25,16 +25,36 @@ WEBHOOK_URL_ENV = "SERVE_CONSOLE_WATCH_WEBHOOK_URL"
 WEBHOOK_AUTHORIZATION_ENV = "SERVE_CONSOLE_WATCH_WEBHOOK_AUTHORIZATION"
 ALERTS_PATH = "/api/v2/alerts"
 _ANSWER_LIMIT_BYTES = 64 * 1024
-#: Answers after which the same request may succeed later: timeouts, throttling, the server's own faults.
-_RETRY_STATUSES = frozenset({401, 403, 408, 425, 429})
+#: The only answers that blame the request itself: it is malformed (a label Alertmanager refuses). Every
+#: other refusal may end without the request changing: a redirect, a 404, 405 or 413 is the destination's
+#: configuration (a moved URL, a wrong route prefix, a proxy's body limit), a 401/403 its credentials.
+_REQUEST_FAULTS = frozenset({400, 422})
 
 
 class DeliveryError(Exception):
-    """A POST that did not land; `retry` says whether the same request may land later."""
+    """A POST that did not land; `retry` says whether the same request may land later; `status` is the HTTP
+    status the destination answered (None: no answer, it is unreachable or timed out)."""
 
-    def __init__(self, message: str, *, retry: bool) -> None:
+    def __init__(self, message: str, *, retry: bool, status: int | None = None) -> None:
         super().__init__(message)
         self.retry = retry
+        self.status = status
+
+
+def _refusal(status: int, location: str) -> str:
+    """What a refusal that is no fault of the request says is wrong with the destination."""
+    if 300 <= status < 400:
+        where = urlsplit(location)
+        moved = f" to {where.scheme}://{where.hostname}" if where.scheme and where.hostname else ""
+        return (f" (it redirects{moved}; redirects are not followed: set the URL it answers on;"
+                " nothing is dropped, every alert stays queued)")
+    if status in (401, 403):
+        return " (set its credentials in the environment; every alert stays queued)"
+    if status in (404, 405):
+        return " (the URL is not its alerts endpoint: check the URL and any route prefix; every alert stays queued)"
+    if status == 413:
+        return " (a body limit in front of it, e.g. a proxy's: raise it; every alert stays queued)"
+    return ""
 
 
 def http_url_problem(url: str) -> str | None:
@@ -85,16 +105,16 @@ class JsonPoster:
         try:
             async with self._client().post(self.url, data=body, allow_redirects=False) as resp:
                 answer = await read_limited(resp, _ANSWER_LIMIT_BYTES)
-                status = resp.status
+                status, location = resp.status, resp.headers.get("Location", "")
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
             raise DeliveryError(f"{self.name}: unreachable ({printable(str(exc) or type(exc).__name__)[:200]})",
                                 retry=True) from None
         if 200 <= status < 300:
             return
         text = printable(answer[:300].decode("utf-8", "replace").strip())
-        retry = status >= 500 or status in _RETRY_STATUSES
-        why = " (set its credentials in the environment)" if status in (401, 403) else ""
-        raise DeliveryError(f"{self.name}: HTTP {status}{why}: {text}", retry=retry)
+        why = printable(_refusal(status, location))
+        raise DeliveryError(f"{self.name}: HTTP {status}{why}: {text}"[:600], retry=status not in _REQUEST_FAULTS,
+                            status=status)
 
     async def close(self) -> None:
         if self._session is not None:

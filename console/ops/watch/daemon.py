@@ -38,9 +38,11 @@ from console.hosts.base import Host
 from console.ops.audit import AuditLog
 from console.ops.evidence import collect_evidence, incident_of
 from console.ops.fleet import PrometheusFleet
+from console.ops.state_db import AuditError
 from console.ops.watch.delivery import Deliverer, Sink
 from console.ops.watch.fleet_watch import FleetWatch
 from console.ops.watch.observe import HostObserver, RankSource
+from console.ops.watch.outbox import Outbox
 from console.ops.watch.store import AlertStore
 
 #: The alerts Prometheus alone judges with [fleet]: they need no SSH to fire or resolve.
@@ -71,22 +73,33 @@ class WatchDaemon:
         on_transition: Called with each transition (`watch --json` prints them).
         audit: The audit log (the layout a single-unit service runs).
         rank_source: Per-rank liveness of services over several hosts, where one is supplied.
-        clock: POSIX seconds.
+        clock: POSIX seconds: the wall clock, for the timestamps alerts carry.
+        monotonic: Seconds that never step. The rules' windows and the re-sends are timed on the wall clock
+            as it read at the start plus the monotonic time since, so a step of the wall clock
+            (NTP, a restored VM, `date -s`) neither resolves an alert nor ends a crash loop's window.
     """
 
     def __init__(self, hosts: Sequence[Host], config: ConsoleConfig, store: AlertStore, sinks: Sequence[Sink], *,
                  say: Callable[[str], None], on_transition: Callable[[Transition], None] | None = None,
                  audit: AuditLog | None = None, rank_source: RankSource | None = None,
-                 clock: Callable[[], float] = time.time, fleet_at: Callable[[], float | None] = lambda: None) -> None:
+                 clock: Callable[[], float] = time.time, monotonic: Callable[[], float] = time.monotonic,
+                 fleet_at: Callable[[], float | None] = lambda: None) -> None:
         self.config = config
         self.watch = config.watch
         self.store = store
         self.sinks = list(sinks)
         self.say = say
         self.on_transition = on_transition
-        self.clock = clock
+        self.wall = clock
+        anchor_wall, anchor_mono = clock(), monotonic()
+
+        def steady() -> float:
+            return anchor_wall + (monotonic() - anchor_mono)
+
+        self.clock = clock = steady
+        """The rules' clock: steady, on the wall clock's scale as it read at the start."""
         thresholds = self.watch.thresholds
-        self.started_at = clock()
+        self.started_at = anchor_wall
         self.book = AlertBook(thresholds)
         self.book.restore(store.firing())
         self.hosts = {h.name: h for h in hosts}
@@ -111,8 +124,10 @@ class WatchDaemon:
                 firing=lambda host: any(a.label("host") == host and a.label("alertname") not in PROMETHEUS_JUDGES
                                         for a in self.book.firing.values()),
                 interval_s=self.watch.interval_s, say=say, clock=clock, at=fleet_at)
-        self.deliverer = Deliverer(store, self.sinks, resend_s=self.watch.resend_s,
-                                   firing=lambda: list(self.book.firing.values()), say=say, clock=clock)
+        self.outbox = Outbox(store, say)
+        self.deliverer = Deliverer(self.outbox, self.sinks, resend_s=self.watch.resend_s,
+                                   firing=lambda: list(self.book.firing.values()), say=say, clock=self.wall,
+                                   monotonic=monotonic)
         self._due: dict[str, asyncio.TimerHandle] = {}
         self._collecting: set[asyncio.Task[None]] = set()
 
@@ -121,6 +136,7 @@ class WatchDaemon:
 
     async def run(self) -> None:
         """Watch until cancelled."""
+        self.outbox.report_damage()
         self._forget_unknown()
         names = ", ".join(self.hosts) or "no hosts"
         self.say(f"watching {names}; {len(self.book.firing)} alerts firing from before; "
@@ -147,7 +163,7 @@ class WatchDaemon:
         gone = [a for a in self.book.firing.values() if (a.label("host"), a.label("service")) not in known]
         for alert in gone:
             del self.book.firing[alert.fingerprint]
-        now = self.clock()
+        now = self.wall()
         self._commit([Transition(RESOLVED, replace(a, ends_at=max(now, a.starts_at))) for a in gone])
 
     def verdicts(self, host: str, now: float) -> list[Verdict]:
@@ -160,15 +176,32 @@ class WatchDaemon:
     def evaluate(self, host: str) -> list[Transition]:
         """Judge one host again; record, queue and report what changed."""
         now = self.clock()
-        transitions = self.book.apply(self.verdicts(host, now), now)
+        transitions = self.book.apply(self.verdicts(host, now), self.wall())  # judged steady, stamped on the wall
+        self._record_unrecorded()
         self._commit(transitions)
         self._schedule(host, now)
         return transitions
 
+    def _record_unrecorded(self) -> None:
+        """Alerts that fired while the state file could not be written get their rows once it can (their
+        deliveries already left from memory)."""
+        unrecorded = [a for a in self.book.firing.values() if a.id is None] if self.outbox.fault else []
+        for alert in unrecorded:
+            try:
+                self.book.stored(self.store.record(Transition(FIRING, alert)))
+            except AuditError:
+                return
+        if unrecorded:
+            self.outbox.store_ok()
+
     def _commit(self, transitions: Sequence[Transition]) -> None:
         sinks = [s.name for s in self.sinks]
         for transition in transitions:
-            stored = self.store.record(transition)
+            try:
+                stored = self.store.record(transition)
+            except AuditError as exc:  # a full disk: the alert still leaves, from memory
+                self.outbox.store_fault(exc)
+                stored = transition.alert
             if transition.kind == UPDATED:
                 self.book.stored(stored)
                 continue  # Alertmanager hears new text with the next re-send; the webhook hears transitions
@@ -177,7 +210,15 @@ class WatchDaemon:
                 if stored.label("alertname") in EVIDENCE_ALERTS:
                     self._collect(stored)
             transition = Transition(transition.kind, stored)
-            for sink in self.store.enqueue(sinks, transition.kind, stored):
+            try:
+                if stored.id is None:
+                    raise AuditError(self.outbox.fault or f"state file {self.store.path}: not recorded")
+                dropped = self.store.enqueue(sinks, transition.kind, stored)
+                self.outbox.store_ok()
+            except AuditError as exc:
+                self.outbox.store_fault(exc)
+                dropped = self.outbox.hold(sinks, transition.kind, stored)
+            for sink in dropped:
                 self.say(f"{sink}: queue full ({self.store.queue_max}); dropped its oldest delivery")
             self.say(transition_line(transition))
             if self.on_transition is not None:

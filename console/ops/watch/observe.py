@@ -23,6 +23,7 @@ from console.hosts.base import Host
 from console.hosts.endpoints import MetricsUnavailable, metrics_reader
 from console.hosts.journal_hub import ReadEntry
 from console.ops.audit import AuditLog
+from console.ops.state_db import AuditError
 
 #: Entries read back when the daemon begins to follow a unit: a start's first lines, and the restarts
 #: inside the crash loop's window, which the daemon did not see live (it just started, or the unit did).
@@ -33,6 +34,9 @@ MAX_FOLLOWED = 4
 START_FINDINGS = 256
 READ_TIMEOUT_S = 10.0
 RESUME_AFTER_S = 1.0
+#: Seconds either side of a switch in the audit log within which a start is the console's own (the host's
+#: journal and this machine's clock may differ a little).
+CONSOLE_START_SLACK_S = 2.0
 
 #: Per-rank liveness of a service over several hosts, where a status reports it (None: it does not).
 RankSource = Callable[[Host, ServiceConfig], Awaitable[Sequence[RankLiveness] | None]]
@@ -45,6 +49,9 @@ class _Follower:
         self.findings: deque[Finding] = deque(maxlen=START_FINDINGS)
         self.cursor = cursor
         self.task: asyncio.Task[None] | None = None
+        self.read = 0
+        """Entries read; a reading that finds no more read since the last one ends a replay."""
+        self.read_at_poll = -1
 
 
 def _follow_order(state: UnitState, now: float, window_s: float) -> tuple[int, float]:
@@ -117,6 +124,15 @@ class HostObserver:
                 raise
             except Exception as exc:  # a host that is down, a dropped connection, a command that hung
                 errors.append(str(exc) or type(exc).__name__)
+        if not self.host.config.services:  # only a node of others' services: read through what it serves
+            try:
+                async with asyncio.timeout(READ_TIMEOUT_S):
+                    await self._node_units()
+                reached = True
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                errors.append(str(exc) or type(exc).__name__)
         if self.from_prometheus:
             pass
         elif reached:
@@ -124,6 +140,11 @@ class HostObserver:
         else:
             self.host_watch.missed("; ".join(errors)[:300] or "no reading")
         await self._gpus()
+
+    async def _node_units(self) -> None:
+        """The units this host runs as a node of another host's service (their rules are the head's)."""
+        units = [u for cfg in self.host.config.node_of for u in cfg.all_units()]
+        await asyncio.gather(*(self.host.services.state(u) for u in dict.fromkeys(units)))
 
     async def _service(self, cfg: ServiceConfig) -> None:
         watch = self.services[cfg.name]
@@ -137,10 +158,14 @@ class HostObserver:
         probe = self.host.probes.get(cfg.name)
         ready = False
         if probe is not None:
-            with contextlib.suppress(Exception):
+            try:
                 sample = await probe.probe()
+            except Exception as exc:  # unreadable: as good as down for a service that should serve
+                watch.health_down(self.clock(), f"unreadable: {str(exc)[:200] or type(exc).__name__}")
+            else:
                 ready = sample.status == "ready"
-                watch.observe_health(ready, sample.taken_at)
+                why = sample.status + (f", {sample.error[:200]}" if sample.error else "")
+                watch.observe_health(ready, self.clock(), why)  # the rules' clock: steady
         if not self.from_prometheus:
             await self._gauges(cfg, watch, probe if running and ready else None)
         if self.rank_source is not None:
@@ -158,7 +183,23 @@ class HostObserver:
                 kv, waiting = scrape.kv_cache_usage, scrape.waiting_requests
         watch.observe_engine(kv, waiting, self.clock())
 
+    def _console_starts(self, cfg: ServiceConfig, watch: ServiceWatch) -> None:
+        """The console's own switches of this service within the crash loop's window, from the audit log:
+        a start of one of its units during one is the operator's, never counted as a restart."""
+        if self.audit is None:
+            return
+        now, window = time.time(), watch.t.crash_loop_window_s  # the audit log's clock: the wall's
+        try:
+            entries = self.audit.entries(host=self.host.name, limit=64)
+        except AuditError:
+            return
+        spans = tuple((e.started_at - CONSOLE_START_SLACK_S, (e.finished_at or now) + CONSOLE_START_SLACK_S)
+                      for e in entries if e.service == cfg.name and (e.finished_at or now) >= now - window)
+        for unit in watch.units.values():
+            unit.console_starts = spans
+
     def _layouts(self, cfg: ServiceConfig, watch: ServiceWatch, states: Sequence[UnitState]) -> None:
+        self._console_starts(cfg, watch)
         if cfg.mapping in (ENV_FILE, DROP_IN):
             layout = self.audit.last_started_layout(self.host.name, cfg.name) if self.audit else None
             watch.layouts = {u: layout for u in cfg.all_units() if layout}
@@ -180,6 +221,11 @@ class HostObserver:
         """Follow a service's units in the order given, as many as the host's MAX_FOLLOWED leaves room for;
         let go of the others (a unit that falls out of the first places gives its stream to one that rose)."""
         mine = set(cfg.all_units())
+        for unit in mine & self.followers.keys():  # a history read back whole: the rules may judge it
+            follower, watch = self.followers[unit], self.services[cfg.name].units[unit]
+            if watch.replaying and follower.read == follower.read_at_poll:
+                watch.replaying = False
+            follower.read_at_poll = follower.read
         others = sum(1 for unit, f in self.followers.items() if unit not in mine and f.task and not f.task.done())
         keep = [s.unit for s in ordered][: max(0, MAX_FOLLOWED - others)]
         for unit in [u for u in mine if u in self.followers and u not in keep]:
@@ -191,6 +237,8 @@ class HostObserver:
         for unit in keep:
             if unit not in self.followers:
                 self.followers[unit] = _Follower(self.cursors.pop(unit, None))
+                if self.followers[unit].cursor is None:  # read back from before: judged once caught up
+                    self.services[cfg.name].units[unit].replaying = True
             follower = self.followers[unit]
             if follower.task is None or follower.task.done():
                 follower.task = asyncio.create_task(self._read(cfg, unit, follower), name=f"watch-journal-{unit}")
@@ -205,7 +253,8 @@ class HostObserver:
                 async with contextlib.aclosing(stream):
                     async for read in stream:
                         follower.cursor = read.entry.cursor
-                        if self.on_entry(cfg, unit, follower, read):
+                        follower.read += 1
+                        if self.on_entry(cfg, unit, follower, read) and not self._replaying(cfg):
                             self.changed()
             except asyncio.CancelledError:
                 raise
@@ -213,9 +262,14 @@ class HostObserver:
                 pass
             await asyncio.sleep(RESUME_AFTER_S)
 
+    def _replaying(self, cfg: ServiceConfig) -> bool:
+        return any(u.replaying for u in self.services[cfg.name].units.values())
+
     def on_entry(self, cfg: ServiceConfig, unit_name: str, follower: _Follower, read: ReadEntry) -> bool:
         """Take one entry's phase and findings; True when the rules should judge again."""
         unit = self.services[cfg.name].units[unit_name]
+        if unit.replaying and read.entry.ts is not None and read.entry.ts >= self.host_watch.watching_since:
+            unit.replaying = False  # caught up: this entry was logged while the daemon watched
         by_systemd = read.entry.source == "systemd"
         changed = False
         if read.phase is not None:

@@ -63,9 +63,33 @@ class Delivery:
     attempts: int
 
 
+class DamagedRow(ValueError):
+    """A row of watch_alerts that does not read as an alert (its JSON cut short, a null, a wrong type)."""
+
+
+def _pairs(text: Any, column: str) -> tuple[tuple[str, str], ...]:
+    try:
+        value = json.loads(text)
+    except (TypeError, ValueError):
+        raise DamagedRow(f"{column} is not JSON") from None
+    if not isinstance(value, list) or not all(
+            isinstance(p, list) and len(p) == 2 and all(isinstance(x, str) for x in p) for p in value):
+        raise DamagedRow(f"{column} is not a list of [name, value] pairs")
+    return tuple((k, v) for k, v in value)
+
+
 def _alert(row: Sequence[Any]) -> Alert:
+    """One row as an alert.
+
+    Raises:
+        DamagedRow: it does not read as one (what is wrong with it).
+    """
     row_id, fp, labels, annotations, starts_at, ends_at = row
-    return Alert(fp, tuple(json.loads(labels)), tuple(json.loads(annotations)), starts_at, ends_at, id=row_id)
+    if not isinstance(fp, str) or not isinstance(starts_at, int | float) or not (
+            ends_at is None or isinstance(ends_at, int | float)):
+        raise DamagedRow("fingerprint, starts_at or ends_at of the wrong type")
+    return Alert(fp, _pairs(labels, "labels_json"), _pairs(annotations, "annotations_json"), float(starts_at),
+                 None if ends_at is None else float(ends_at), id=row_id)
 
 
 _ALERT_COLUMNS = "id, fingerprint, labels_json, annotations_json, starts_at, ends_at"
@@ -86,6 +110,24 @@ class AlertStore(StateDb):
         super().__init__(path)
         self.queue_max = queue_max
         self.history_max = history_max
+        self.damaged: dict[int, str] = {}
+        """watch_alerts row id -> what is wrong with it: skipped by every reader, reported by the daemon."""
+
+    def _alerts(self, rows: Sequence[Sequence[Any]]) -> list[Alert]:
+        """The rows that read as alerts; each damaged one is skipped and remembered in `damaged`."""
+        out = []
+        for row in rows:
+            try:
+                out.append(_alert(row))
+            except DamagedRow as exc:
+                self.damaged[row[0]] = str(exc)
+        return out
+
+    def damage_lines(self) -> list[str]:
+        """One line per damaged row: which, what is wrong, and that it is skipped."""
+        return [f"{self.path}: watch_alerts row {row_id} is damaged ({why}); skipped (delete it with "
+                f"sqlite3 {self.path} 'DELETE FROM watch_alerts WHERE id={row_id}')"
+                for row_id, why in sorted(self.damaged.items())]
 
     @contextlib.contextmanager
     def _transaction(self) -> Iterator[None]:
@@ -125,7 +167,7 @@ class AlertStore(StateDb):
         with db_faults(self.path):
             rows = self._db.execute(f"SELECT {_ALERT_COLUMNS} FROM watch_alerts WHERE ends_at IS NULL"
                                     " ORDER BY id").fetchall()
-        return [_alert(r) for r in rows]
+        return self._alerts(rows)
 
     def alerts(self, *, limit: int | None = None, firing_only: bool = False, host: str | None = None) -> list[Alert]:
         """Incidents, newest first."""
@@ -141,7 +183,7 @@ class AlertStore(StateDb):
             params.append(limit)
         with db_faults(self.path):
             rows = self._db.execute(sql, params).fetchall()
-        return [_alert(r) for r in rows]
+        return self._alerts(rows)
 
     def _prune(self) -> None:
         self._execute(
@@ -178,7 +220,14 @@ class AlertStore(StateDb):
                 "SELECT o.id, o.sink, o.status, o.attempts, a.id, a.fingerprint, a.labels_json, a.annotations_json,"
                 " a.starts_at, a.ends_at FROM watch_outbox o JOIN watch_alerts a ON a.id = o.alert_id WHERE o.sink=? ORDER BY o.id LIMIT ?",
                 (sink, limit)).fetchall()
-        return [Delivery(r[0], r[1], r[2], _alert(r[4:]), r[3]) for r in rows]
+        out = []
+        for r in rows:
+            try:
+                out.append(Delivery(r[0], r[1], r[2], _alert(r[4:]), r[3]))
+            except DamagedRow as exc:  # nothing to send: its delivery goes, counted, and the rest go on
+                self.damaged[r[4]] = str(exc)
+                self.rejected(Delivery(r[0], r[1], r[2], Alert("", (), (), 0.0), r[3]), why="damaged")
+        return out
 
     def delivered(self, ids: Sequence[int]) -> None:
         with self._transaction():
@@ -189,12 +238,13 @@ class AlertStore(StateDb):
             self._db.executemany("UPDATE watch_outbox SET attempts = attempts + 1, last_error=? WHERE id=?",
                                  [(error[:500], i) for i in ids])
 
-    def rejected(self, delivery: Delivery) -> None:
-        """The destination refused this delivery for good (its answer says the request itself is wrong)."""
+    def rejected(self, delivery: Delivery, why: str = "rejected") -> None:
+        """The destination refused this delivery for good (its answer says the request itself is wrong), or
+        (`why="damaged"`) its incident's row does not read."""
         with self._transaction():
             self._db.execute("DELETE FROM watch_outbox WHERE id=?", (delivery.id,))
             self._db.execute("INSERT INTO watch_counters (name, value) VALUES (?, 1)"
-                             " ON CONFLICT(name) DO UPDATE SET value = value + 1", (f"rejected:{delivery.sink}",))
+                             " ON CONFLICT(name) DO UPDATE SET value = value + 1", (f"{why}:{delivery.sink}",))
 
     def queued(self, sink: str | None = None) -> int:
         with db_faults(self.path):

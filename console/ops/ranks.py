@@ -63,6 +63,38 @@ class NodeHealth:
         }
 
 
+@dataclass(frozen=True, slots=True)
+class NodeUnit:
+    """A unit of the service that runs on a node other than the head while the head runs none of its
+    units: the head died, or a failed start left it; it holds its GPUs and serves nothing."""
+
+    node_rank: int
+    host: str
+    unit: str
+    main_pid: int | None
+
+    def words(self, head: str, service: str) -> str:
+        return (f"{self.host} (node-rank {self.node_rank}) runs {self.unit}, main pid {self.main_pid or '-'}, while "
+                f"the head {head} runs none of {service}'s units: it holds its GPUs and serves nothing "
+                f"(serve-console stop --host {head} stops it)")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"node_rank": self.node_rank, "host": self.host, "unit": self.unit, "main_pid": self.main_pid}
+
+
+async def orphan_units(head: Host, service: ServiceConfig) -> list[NodeUnit]:
+    """Every unit of `service` that runs on a node other than the head (the caller knows the head runs
+    none); a node that cannot be read is skipped (its own `status` says so)."""
+    out: list[NodeUnit] = []
+    for rank, node in list(enumerate(node_hosts(head, service)))[1:]:
+        try:
+            states = await asyncio.gather(*(node.services.state(u) for u in service.all_units()))
+        except Exception:
+            continue
+        out += [NodeUnit(rank, node.name, s.unit, s.main_pid) for s in states if s.is_running]
+    return out
+
+
 def group_state(nodes: Sequence[NodeHealth]) -> str:
     """The worst node's state (alive when there are none)."""
     return max((n.state for n in nodes), key=_WORST.index, default=ALIVE)

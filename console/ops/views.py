@@ -49,6 +49,8 @@ class ServiceView:
     """A layout over several hosts: its worst node's state (alive, unresponsive, dead, unknown)."""
     nodes: tuple[str, ...] = ()
     """A layout over several hosts: each node's health in words, worst first."""
+    orphans: tuple[str, ...] = ()
+    """Units running on the service's other nodes while the head runs none, in words (ops/ranks.py)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,11 +140,12 @@ async def service_view(host: Host, service: ServiceConfig, *, fits: FitCache, au
         health=status.health,
         health_answered_by=status.answered_by,
         # the last run died, or another program answers the port of a service that is not running: failed
-        phase=Phase.FAILED if status.death is not None or status.group == DEAD
+        phase=Phase.FAILED if status.death is not None or status.group == DEAD or status.orphans
         or (status.health is not None and status.health.status == FOREIGN) else None,
         death=None if status.death is None else f"{status.death.finding.cls.value}: {status.death.finding.summary}",
         group=status.group,
         nodes=tuple(n.words() for n in sorted(status.ranks, key=lambda n: n.state == ALIVE)),
+        orphans=tuple(o.words(host.name, service.name) for o in status.orphans),
         last_ready_layout=last_ready,
         error=status.error,
     )

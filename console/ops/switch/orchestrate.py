@@ -23,6 +23,7 @@ from console.config import LayoutConfig, ServiceConfig
 from console.domain.models import Engine
 from console.errors import ConsoleError, UsageError
 from console.hosts.base import Host
+from console.ops.cluster import node_hosts
 from console.ops.fit_check import fit_layout, host_capacity, layouts_that_fit
 from console.ops.ranks import ALIVE, group_state, node_health
 from console.ops.status import layout_of_unit, running_layout, unit_states
@@ -201,7 +202,31 @@ class _Switch(LayoutStarter):
                                   states=states)
         if result.outcome in (FAILED, TIMEOUT) and rollback:
             result = await self.roll_back(result, from_layout)
+        last = result.rollback or result
+        last_layout = self.service.layout(last.layout)
+        if last.outcome == FAILED and last_layout is not None and last_layout.nodes > 1:
+            await self.stop_failed_nodes(last_layout, last.unit, rollback=result.rollback is not None)
         return result
+
+    async def stop_failed_nodes(self, layout: LayoutConfig, unit: str | None, *, rollback: bool) -> None:
+        """Stop every node a failed start over several hosts left running (the head first gets
+        FAILED_EXIT_S to exit on its own, as a rollback gives it): a worker whose head died holds its
+        GPUs for ever and serves nothing, and nothing rolls back onto it."""
+        if unit is None:
+            return
+        if self.service.engine is Engine.VLLM:
+            await self.let_exit(unit)
+        t0 = time.monotonic()
+        for node in reversed(node_hosts(self.host, self.service)):  # the workers first, the head last
+            try:
+                if not (await node.services.state(unit)).is_running:
+                    continue
+                self.step(layout.name, t0, "stop", f"stopping {unit} on {node.name}: the start failed, and a node "
+                          "left running holds its GPUs", unit=unit, rollback=rollback)  # fmt: skip
+                await node.services.stop(unit)
+            except ConsoleError as exc:  # say it and go on: the other nodes still hold theirs
+                self.step(layout.name, t0, "stop", f"could not stop {unit} on {node.name}: {exc}", unit=unit,
+                          rollback=rollback)  # fmt: skip
 
     async def roll_back(self, failed: SwitchResult, from_layout: str | None) -> SwitchResult:
         target_name = (

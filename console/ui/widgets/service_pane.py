@@ -222,6 +222,10 @@ class ServicePane(NotifiesWorkerErrors, Widget):
             out.append(f"{view.group.upper()} ", style=s("service--bad" if view.group == "dead" else "service--warn"))
             out.append(shown(view.nodes[0] if view.nodes else ""), style=s("service--bad"))
             out.append("\n")
+        for orphan in view.orphans:  # a node's unit runs on while the head runs nothing: it holds its GPUs
+            label("orphan")
+            out.append(shown(orphan), style=s("service--bad"))
+            out.append("\n")
         label("phase")  # its own row: a health reading with its age leaves no room beside it
         # another program answering a service that does not run is FAILED, whatever the journal said last
         phase = Phase.FAILED if view.phase == Phase.FAILED else self.phase_override or view.phase

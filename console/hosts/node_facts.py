@@ -13,8 +13,17 @@ import asyncio
 import re
 
 from console.errors import HostError
-from console.hosts.base import Streams, Transport
-from console.hosts.procfs import process_state, stat_state
+from console.hosts.base import Listener, Streams, Transport
+from console.hosts.listeners import ss_listener_of
+from console.hosts.procfs import (
+    listening_uid,
+    parent_pid,
+    port_listener,
+    process_state,
+    process_uid,
+    stat_ppid,
+    stat_state,
+)
 
 #: `10.0.0.2 dev eth1 src 10.0.0.1 uid 0` in `ip -o route get`.
 _SRC = re.compile(r"\bsrc\s+([0-9A-Fa-f.:]+)")
@@ -42,6 +51,20 @@ class TransportNodeFacts:
     async def route_source(self, destination: str) -> str | None:
         result = await self.transport.run(["ip", "-o", "route", "get", destination], timeout_s=_QUICK_S)
         return route_source_in(result.stdout) if result.ok else None
+
+    async def listener(self, address: str, port: int) -> Listener | None:
+        result = await self.transport.run(["ss", "-ltnpeH", f"sport = :{int(port)}"], timeout_s=_QUICK_S)
+        if not result.ok:
+            raise HostError(self.host, f"cannot list the listeners of {self.host} (ss: {result.stderr.strip()[:200]})")
+        return ss_listener_of(result.stdout, address)
+
+    async def parent_pid(self, pid: int) -> int | None:
+        result = await self.transport.run(["cat", f"/proc/{int(pid)}/stat"], timeout_s=_QUICK_S)
+        return stat_ppid(result.stdout) if result.ok else None
+
+    async def process_uid(self, pid: int) -> int | None:
+        result = await self.transport.run(["stat", "-c", "%u", f"/proc/{int(pid)}"], timeout_s=_QUICK_S)
+        return int(result.stdout.strip()) if result.ok and result.stdout.strip().isdigit() else None
 
     async def dial(self, address: str, port: int) -> Streams:
         connection = getattr(self.transport, "connection", None)
@@ -72,6 +95,18 @@ class LocalNodeFacts:
 
     async def route_source(self, destination: str) -> str | None:
         return self.loopback
+
+    async def listener(self, address: str, port: int) -> Listener | None:
+        found = await asyncio.to_thread(port_listener, port, address)
+        if found is None:
+            return None
+        return Listener(found[0], found[1], await asyncio.to_thread(listening_uid, port, address))
+
+    async def parent_pid(self, pid: int) -> int | None:
+        return await asyncio.to_thread(parent_pid, pid)
+
+    async def process_uid(self, pid: int) -> int | None:
+        return await asyncio.to_thread(process_uid, pid)
 
     async def dial(self, address: str, port: int) -> Streams:
         try:

@@ -19,6 +19,7 @@ from console.config import LayoutConfig, ServiceConfig
 from console.domain.layout import gpus_used
 from console.domain.models import Finding
 from console.domain.ras import MAX_REPORT_BYTES, RasReport, parse_ras_status
+from console.domain.text import printable
 from console.hosts.base import Host
 from console.ops.cluster import head_address, node_hosts
 from console.ops.death import last_death
@@ -104,7 +105,10 @@ async def node_health(head: Host, service: ServiceConfig, layout: LayoutConfig, 
     """Every node of `layout` (running as `unit` on each), judged on its own."""
     hosts = node_hosts(head, service)[: layout.nodes]
     per_node = gpus_used(layout.layout, service.engine) // max(layout.nodes, 1)
-    report, ras_note = await ras_status(head, service)
+    main_pid = None
+    with contextlib.suppress(Exception):  # the head's own line says why it cannot be read
+        main_pid = (await head.services.state(unit)).main_pid
+    report, ras_note = await ras_status(head, service, unit, main_pid)
     address = head_address(service, head.config)
     return list(await asyncio.gather(*(
         _one(node, service, unit, rank, range(rank * per_node, (rank + 1) * per_node), report, ras_note, address)
@@ -148,15 +152,56 @@ async def _source(node: Host, head: str) -> str | None:
     return _sources.get(key)
 
 
-async def ras_status(head: Host, service: ServiceConfig) -> tuple[RasReport | None, str]:
-    """NCCL RAS's report, asked on the head's own localhost (`ras_port`), and a note when there is none."""
+#: How far up from a RAS listener its parents are followed to find the unit's main process.
+_MAX_TREE_DEPTH = 32
+
+
+async def ras_holder(head: Host, port: int, unit: str, main_pid: int | None) -> str | None:
+    """None when what listens on the head's RAS port is the unit's own (its main process or one under it)
+    or nothing listens; else who holds it, in words: any local user can bind the port between two starts
+    (NCCL then runs without RAS, saying so only at INFO), and its answer is no node's health."""
+    assert head.node is not None
+    try:
+        found = await head.node.listener(RAS_ADDRESS, port)
+    except Exception as exc:  # the owner cannot be checked: the answer cannot be trusted
+        return f"a listener the console cannot check ({str(exc) or type(exc).__name__})"
+    if found is None:
+        return None
+    if found.pid is not None and main_pid:
+        pid: int | None = found.pid
+        for _ in range(_MAX_TREE_DEPTH):
+            if pid == main_pid:
+                return None
+            if not pid or pid <= 1:
+                break
+            pid = await head.node.parent_pid(pid)
+        return f"pid {found.pid} ({printable(found.command[:80])}), which is not a process of {unit}"
+    if found.pid is None and main_pid and found.uid is not None:  # ss names only this user's processes
+        if found.uid == await head.node.process_uid(main_pid):
+            return None  # the unit's own user: as far as this host lets the console see, the engine's
+        return f"a process of uid {found.uid}, not {unit}'s user"
+    return f"pid {found.pid} ({printable(found.command[:80])}) while {unit} runs no process" if found.pid else (
+        "a process the host does not name to the console's user")
+
+
+#: Where RAS is asked: the head's own loopback.
+RAS_ADDRESS = "127.0.0.1"
+
+
+async def ras_status(head: Host, service: ServiceConfig, unit: str = "", main_pid: int | None = None
+                     ) -> tuple[RasReport | None, str]:  # fmt: skip
+    """NCCL RAS's report, asked on the head's own localhost (`ras_port`) of the listener that belongs to
+    the head's unit (its main process `main_pid` or one under it), and a note when there is none."""
     port = service.cluster.ras_port if service.cluster is not None else 0
     if not port or head.node is None:
         return None, ""
+    holder = await ras_holder(head, port, unit, main_pid)
+    if holder is not None:
+        return None, f"NCCL RAS port {port} on {head.name} is held by {holder}: judged without RAS"
     writer = None
     try:
         async with asyncio.timeout(RAS_TIMEOUT_S):
-            reader, writer = await head.node.dial("127.0.0.1", port)
+            reader, writer = await head.node.dial(RAS_ADDRESS, port)
             writer.write(b"CLIENT PROTOCOL 2\n")
             await reader.readline()  # SERVER PROTOCOL 2
             writer.write(b"STATUS\n")

@@ -35,6 +35,9 @@ class ServiceView:
     fit_verdict: str | None = None
     fit_detail: str | None = None
     gpus_used: int | None = None
+    """The layout's GPUs over all its nodes."""
+    node_count: int = 1
+    """How many hosts the layout runs on (its GPUs are split evenly between them)."""
     expected_mib: int | None = None
     """What each of the layout's GPUs is expected to hold (weights + the engine's KV pool), in MiB."""
     health: HealthSample | None = None
@@ -136,6 +139,7 @@ async def service_view(host: Host, service: ServiceConfig, *, fits: FitCache, au
         fit_verdict=fit.verdict if fit is not None else None,
         fit_detail=detail,
         gpus_used=gpus_used(lc.layout, service.engine) if lc is not None else None,
+        node_count=lc.nodes if lc is not None and service.cluster is not None else 1,
         expected_mib=expected_used_mib(fit),
         health=status.health,
         health_answered_by=status.answered_by,
@@ -187,5 +191,5 @@ async def host_summary(host: Host, clock: Callable[[], float], *, audit: AuditLo
         gpu_count=len(gpus) or None,
         health=health,
         failed=(any(u.is_failed for u in units) and not any(u.is_running for u in units))
-        or any(st.death is not None or st.group == DEAD for st in statuses),
+        or any(st.death is not None or st.group == DEAD or st.orphans for st in statuses),
     )

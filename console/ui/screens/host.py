@@ -129,7 +129,9 @@ class HostScreen(ReachesConsole, NotifiesWorkerErrors, HostChanges, Screen[None]
     @on(ServiceUpdated)
     def _service_updated(self, event: ServiceUpdated) -> None:
         self.last_view = event.view
-        self.query_one(GpuPane).set_gpus_in_use(event.view.gpus_used, event.view.expected_mib)
+        view = event.view
+        per_node = None if view.gpus_used is None else view.gpus_used // max(view.node_count, 1)
+        self.query_one(GpuPane).set_gpus_in_use(per_node, view.expected_mib, nodes=view.node_count)
         if not self.switching:
             self.query_one(JournalPane).follow_unit(event.view.unit)
 

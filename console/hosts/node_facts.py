@@ -24,6 +24,7 @@ from console.hosts.procfs import (
     stat_ppid,
     stat_state,
 )
+from console.hosts.sockets import open_connection
 
 #: `10.0.0.2 dev eth1 src 10.0.0.1 uid 0` in `ip -o route get`.
 _SRC = re.compile(r"\bsrc\s+([0-9A-Fa-f.:]+)")
@@ -70,7 +71,7 @@ class TransportNodeFacts:
         connection = getattr(self.transport, "connection", None)
         try:
             if connection is None:  # a local transport: this machine is the host
-                return await asyncio.wait_for(asyncio.open_connection(address, port), _QUICK_S)
+                return await asyncio.wait_for(open_connection(address, port), _QUICK_S)
             conn = await connection()
             return await asyncio.wait_for(conn.open_connection(address, port), _QUICK_S)
         except HostError:
@@ -110,6 +111,6 @@ class LocalNodeFacts:
 
     async def dial(self, address: str, port: int) -> Streams:
         try:
-            return await asyncio.wait_for(asyncio.open_connection(address, port), _QUICK_S)
+            return await asyncio.wait_for(open_connection(address, port), _QUICK_S)
         except (OSError, TimeoutError) as exc:
             raise HostError(self.host, f"cannot reach {address}:{port}: {exc or type(exc).__name__}") from None

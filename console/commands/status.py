@@ -54,6 +54,7 @@ async def _status(host_cfgs, as_json: bool) -> int:
                         print_json({**st.to_json(), **metrics_json(figures, why)})
                     else:
                         _print_human(st)
+                        why = "not read (the host does not answer)" if unit_error(st) else why
                         print(f"  {shown(figures_line(figures, why))}")
             except BrokenPipeError:  # our own stdout closed (`status | head`): no host is at fault
                 raise
@@ -131,8 +132,8 @@ def _print_human(st) -> None:
         dead = [u for u in st.units if u.active == "failed"]
         state = f"failed: {', '.join(u.unit for u in dead)}" if dead else "no unit running"
     health = st.health.status if st.health else "-"
-    if st.health is not None and st.health.status == "down" and st.health.error:
-        health += f" ({st.health.error})"
+    if st.health is not None and st.health.status == "down" and st.health.error and unread is None:
+        health += f" ({st.health.error})"  # an unreachable host's probe fails for the reason said before it
     layout = st.active_layout or ("?" if unread is not None else "-")
     print(f"{st.host}/{st.service} [{st.engine}]  layout {layout}  {state}  health {health}")
     if unit is not None:

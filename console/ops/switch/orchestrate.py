@@ -239,13 +239,7 @@ class _Switch(LayoutStarter):
         target = self.service.layout(target_name) if target_name else None
         if target is None:
             t0 = time.monotonic()
-            self.step(
-                failed.layout,
-                t0,
-                "rollback",
-                "no layout is known to have been ready; not rolling back",
-                rollback=True,
-            )
+            self.step(failed.layout, t0, "rollback", self._no_target_words(failed.layout), rollback=True)
             return failed
         t0 = time.monotonic()
         self.step(target.name, t0, "rollback", f"rolling back to {target.name}", rollback=True)
@@ -256,6 +250,14 @@ class _Switch(LayoutStarter):
         )
         return _with_rollback(failed, back)
 
+
+    def _no_target_words(self, failed: str) -> str:
+        """Why nothing is rolled back to: no layout was ever ready, or only the one that just failed."""
+        last = self.audit.last_ready_layout(self.host.name, self.service.name) if self.audit else None
+        if last == failed:
+            return (f"the only layout known to have been ready is {failed}, the one that just failed; "
+                    "nothing else to roll back to")  # fmt: skip
+        return "no layout is known to have been ready; not rolling back"
 
     async def let_exit(self, unit: str | None) -> None:
         """Give a vLLM whose start failed FAILED_EXIT_S to exit on its own before it is stopped: a stop in

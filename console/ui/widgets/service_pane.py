@@ -227,6 +227,8 @@ class ServicePane(NotifiesWorkerErrors, Widget):
             level = {"ready": "service--ok", "starting": "service--warn"}.get(h.status, "service--bad")
             out.append(h.status, style=s(level))
             detail = [f"HTTP {h.http_status}"] if h.http_status is not None else []
+            if h.status == "down" and h.error:  # why: timed out, refused; its first words fit the row
+                detail.append(shown(h.error.split(" (", 1)[0]))
             if self.health_is_stale(h.taken_at, h.status):
                 detail.append(f"{age_text(self.clock() - h.taken_at)} ago")
             if detail:

@@ -11,7 +11,7 @@ from textual import on
 from textual.app import ComposeResult
 from textual.containers import Horizontal
 from textual.screen import Screen
-from textual.widgets import Footer, Header, Input
+from textual.widgets import Header, Input
 
 from console.config import ServiceConfig
 from console.hosts.base import Host
@@ -23,6 +23,7 @@ from console.ui.messages import SwitchNews
 from console.ui.reach import ReachesConsole
 from console.ui.screens.host_changes import HostChanges
 from console.ui.widgets.engine_pane import EnginePane
+from console.ui.widgets.footer import ConsoleFooter
 from console.ui.widgets.gpu_pane import GpuPane
 from console.ui.widgets.journal_pane import JournalPane, PhaseSeen
 from console.ui.widgets.service_pane import ServicePane, ServiceUpdated
@@ -86,7 +87,7 @@ class HostScreen(ReachesConsole, NotifiesWorkerErrors, HostChanges, Screen[None]
                          clock=clock, id="engine-pane")
         yield SwitchPanel(clock=clock, id="switch-panel")
         yield JournalPane(host, engine=service.engine, line_cap=ui.line_cap, id="journal-pane")
-        yield Footer()
+        yield ConsoleFooter()
 
     def on_mount(self) -> None:
         self.title = f"serve-console · {self.host.name}"

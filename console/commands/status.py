@@ -133,7 +133,8 @@ def _print_human(st) -> None:
         state = f"failed: {', '.join(u.unit for u in dead)}" if dead else "no unit running"
     health = st.health.status if st.health else "-"
     if st.health is not None and st.health.status == "down" and st.health.error and unread is None:
-        health += f" ({st.health.error})"  # an unreachable host's probe fails for the reason said before it
+        # its first words (timed out, connection refused); an unreachable host's fails for the reason said
+        health += f" ({st.health.error.split(' (', 1)[0]})"
     layout = st.active_layout or ("?" if unread is not None else "-")
     print(f"{st.host}/{st.service} [{st.engine}]  layout {layout}  {state}  health {health}")
     if unit is not None:

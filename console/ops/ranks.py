@@ -167,21 +167,35 @@ async def ras_holder(head: Host, port: int, unit: str, main_pid: int | None) -> 
         return f"a listener the console cannot check ({str(exc) or type(exc).__name__})"
     if found is None:
         return None
+    who = f"pid {found.pid} ({printable(found.command[:80])})"
     if found.pid is not None and main_pid:
-        pid: int | None = found.pid
-        for _ in range(_MAX_TREE_DEPTH):
-            if pid == main_pid:
-                return None
-            if not pid or pid <= 1:
-                break
-            pid = await head.node.parent_pid(pid)
-        return f"pid {found.pid} ({printable(found.command[:80])}), which is not a process of {unit}"
+        key = (head.name, port, found.pid, main_pid)
+        if key not in _trees:  # a listener's ancestry does not change while both processes live
+            _trees[key] = await _under(head, found.pid, main_pid)
+        return None if _trees[key] else f"{who}, which is not a process of {unit}"
     if found.pid is None and main_pid and found.uid is not None:  # ss names only this user's processes
         if found.uid == await head.node.process_uid(main_pid):
             return None  # the unit's own user: as far as this host lets the console see, the engine's
         return f"a process of uid {found.uid}, not {unit}'s user"
-    return f"pid {found.pid} ({printable(found.command[:80])}) while {unit} runs no process" if found.pid else (
-        "a process the host does not name to the console's user")
+    if found.pid is not None:
+        return f"{who} while {unit} runs no process"
+    return "a process the host does not name to the console's user"
+
+
+#: (head, port, listener pid, main pid) -> whether the listener is under the main process.
+_trees: dict[tuple[str, int, int, int], bool] = {}
+
+
+async def _under(head: Host, pid: int | None, main_pid: int) -> bool:
+    """`pid` is `main_pid` or one of its descendants (its parents followed up, a bounded way)."""
+    assert head.node is not None
+    for _ in range(_MAX_TREE_DEPTH):
+        if pid == main_pid:
+            return True
+        if not pid or pid <= 1:
+            return False
+        pid = await head.node.parent_pid(pid)
+    return False
 
 
 #: Where RAS is asked: the head's own loopback.

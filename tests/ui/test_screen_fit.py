@@ -142,3 +142,15 @@ async def test_at_80x24_the_footer_keeps_quit_and_help_and_v_reaches_the_verdict
         assert await settle_until(pilot, lambda: verdict in screen_text(app)), screen_text(app)
         await pilot.press("v")  # and back to the card
         assert await settle_until(pilot, lambda: "FAILED · CUDA OOM" in screen_text(app)), screen_text(app)
+
+
+async def test_a_terminal_made_narrow_keeps_quit_and_help_in_the_footer() -> None:
+    from pilot_wait import settle as settle_until
+
+    app = fixed_app({"demo": "ep8"})
+    async with app.run_test(size=(140, 40)) as pilot:
+        await main_screen_ready(pilot)
+        assert "e Next finding" in screen_text(app).splitlines()[-1]
+        await pilot.resize_terminal(80, 24)
+        assert await settle_until(pilot, lambda: "q Quit  ? Help" in screen_text(app).splitlines()[-1]), (
+            screen_text(app).splitlines()[-1])

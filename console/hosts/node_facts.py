@@ -16,6 +16,7 @@ from console.errors import HostError
 from console.hosts.base import Listener, Streams, Transport
 from console.hosts.listeners import ss_listener_of
 from console.hosts.procfs import (
+    listening_inode,
     listening_uid,
     parent_pid,
     port_listener,
@@ -90,6 +91,7 @@ class LocalNodeFacts:
     def __init__(self, host: str, loopback: str = "127.0.0.1") -> None:
         self.host = host
         self.loopback = loopback
+        self._listeners: dict[tuple[str, int], tuple[str, Listener]] = {}
 
     async def process_state(self, pid: int) -> str | None:
         return await asyncio.to_thread(process_state, pid)
@@ -98,10 +100,18 @@ class LocalNodeFacts:
         return self.loopback
 
     async def listener(self, address: str, port: int) -> Listener | None:
-        found = await asyncio.to_thread(port_listener, port, address)
+        inode = await asyncio.to_thread(listening_inode, port, address)
+        if inode is None:
+            return None
+        cached = self._listeners.get((address, port))
+        if cached is not None and cached[0] == inode:  # the same socket: its owner was found already
+            return cached[1]
+        found = await asyncio.to_thread(port_listener, port, address)  # every process's descriptors
         if found is None:
             return None
-        return Listener(found[0], found[1], await asyncio.to_thread(listening_uid, port, address))
+        listener = Listener(found[0], found[1], await asyncio.to_thread(listening_uid, port, address))
+        self._listeners[(address, port)] = (inode, listener)
+        return listener
 
     async def parent_pid(self, pid: int) -> int | None:
         return await asyncio.to_thread(parent_pid, pid)

@@ -53,6 +53,13 @@ def process_uid(pid: int) -> int | None:
         return None
 
 
+def listening_inode(port: int, address: str | None = None) -> str | None:
+    """The inode of a socket listening on TCP `port` here (to `address`, if given), or None: cheap to read,
+    and the same for as long as that socket lives."""
+    rows = _listening_rows(port, address)
+    return rows[0][9] if rows else None
+
+
 def listening_uid(port: int, address: str | None = None) -> int | None:
     """The owner of the socket listening on TCP `port` here (the uid column of /proc/net/tcp), or None."""
     rows = _listening_rows(port, address)

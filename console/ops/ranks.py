@@ -102,8 +102,10 @@ def group_state(nodes: Sequence[NodeHealth]) -> str:
 
 
 async def node_health(head: Host, service: ServiceConfig, layout: LayoutConfig, unit: str) -> list[NodeHealth]:
-    """Every node of `layout` (running as `unit` on each), judged on its own."""
+    """Every node of `layout` (running as `unit` on each), judged on its own; `head` is the service's
+    head or one of its nodes (opened with the others as its peers)."""
     hosts = node_hosts(head, service)[: layout.nodes]
+    head = hosts[0]  # the service's head, also when a node's own screen asks (RAS answers on the head)
     per_node = gpus_used(layout.layout, service.engine) // max(layout.nodes, 1)
     main_pid = None
     with contextlib.suppress(Exception):  # the head's own line says why it cannot be read

@@ -44,7 +44,9 @@ def run(args: argparse.Namespace) -> int:
             continue
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(e.started_at))
         move = f"{e.from_layout or '-'} -> {e.to_layout}"
-        flags = (" forced" if e.forced else "") + (f" rollback of #{e.rollback_of}" if e.rollback_of else "")
+        # a rollback starts without a preflight, by the console's choice: not an operator's forced switch
+        forced = e.forced and not e.rollback_of
+        flags = (" forced" if forced else "") + (f" rollback of #{e.rollback_of}" if e.rollback_of else "")
         timing = f" in {e.elapsed_s:.1f} s" if e.elapsed_s is not None else ""
         detected = f", detected after {e.detected_after_s:.2f} s" if e.detected_after_s else ""
         print(shown(f"#{e.id} {when} {e.host}/{e.service} {move}{flags}: {e.outcome}{timing}{detected}"))

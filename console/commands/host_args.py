@@ -45,12 +45,15 @@ def pick_host_for_layout(config: ConsoleConfig, name: str | None, layout: str) -
     cluster's `switch EP8` finds `demo`, `switch TP2` finds `demo-vllm`).
 
     Raises:
-        UsageError: as `pick_host`, when several hosts have the layout (or none has).
+        UsageError: no host has the layout; as `pick_host`, when several hosts have it.
     """
     if name is None and len(config.hosts) > 1:
         having = [h for h in config.hosts if any(s.layout(layout) for s in h.services)]
         if len(having) == 1:
             return having[0]
+        if not having:  # no host has it: the layout is what is wrong, not the missing --host
+            known = sorted({lc.name for h in config.hosts for s in h.services for lc in s.layouts})
+            raise UsageError(f"{config.path}: no host has a layout {layout!r} (layouts: {', '.join(known) or 'none'})")
     return pick_host(config, name)
 
 

@@ -55,6 +55,7 @@ async def _status(host_cfgs, as_json: bool) -> int:
                         print_json({**st.to_json(), **metrics_json(figures, why), "evidence": evidence})
                     else:
                         _print_human(st)
+                        why = "not read (the host does not answer)" if unit_error(st) else why
                         print(f"  {shown(figures_line(figures, why))}")
                         if evidence is not None:
                             print(f"  evidence: {shown(evidence)}")
@@ -95,14 +96,38 @@ async def _print_nodes(host, host_cfg, as_json: bool) -> None:
         assert service.cluster is not None
         head, rank = service.cluster.nodes[0], service.cluster.nodes.index(host_cfg.name)
         running = [s for s in await unit_states(host, service) if s.is_running]
+        orphan = bool(running) and await _head_runs_none(host.peers.get(head), service)
         if as_json:
             print_json({"event": "node", "host": host_cfg.name, "head": head, "service": service.name,
                         "node_rank": rank, "running": [s.unit for s in running],
-                        "main_pids": [s.main_pid for s in running]})  # fmt: skip
+                        "main_pids": [s.main_pid for s in running], "orphan": orphan})  # fmt: skip
             continue
         what = ", ".join(f"{s.unit} {s.active} ({s.sub}), main pid {s.main_pid or '-'}" for s in running)
+        judged = (f"ORPHAN: the head {head} runs none of {service.name}'s units; this node holds its GPUs and "
+                  f"serves nothing (serve-console stop --host {head} stops it)" if orphan
+                  else f"status --host {head} judges every node")  # fmt: skip
         sys.stdout.write(shown(f"{host_cfg.name}: node-rank {rank} of {head}/{service.name}: "
-                               f"{what or 'no unit running'} (status --host {head} judges every node)") + "\n")
+                               f"{what or 'no unit running'} ({judged})") + "\n")
+
+
+async def _head_runs_none(head, service) -> bool:
+    """The head answers and runs none of the service's units (False when it cannot be read)."""
+    from console.ops.status import unit_states
+
+    if head is None:
+        return False
+    try:
+        return not any(s.is_running for s in await unit_states(head, service))
+    except Exception:  # a head that cannot be read is its own status's to say
+        return False
+
+
+def unit_error(st) -> str | None:
+    """Why the service's units could not be read, when they could not (the host does not answer)."""
+    if st.units or not st.error:
+        return None
+    found = next((part for part in st.error.split("; ") if part.startswith("units: ")), None)
+    return None if found is None else f"the host does not answer ({found.removeprefix('units: ')})"
 
 
 def _print_human(st) -> None:
@@ -113,15 +138,24 @@ def _print_human(st) -> None:
         sys.stdout.write(shown(line) + "\n")
 
     unit = st.active_state
+    unread = unit_error(st)
     if unit is not None:
         state = f"{unit.active} ({unit.sub})"
+    elif unread is not None:  # the units could not be read: nothing is known to run, nor known not to
+        state = f"state unknown: {unread}"
     else:
         dead = [u for u in st.units if u.active == "failed"]
         state = f"failed: {', '.join(u.unit for u in dead)}" if dead else "no unit running"
     health = st.health.status if st.health else "-"
-    print(f"{st.host}/{st.service} [{st.engine}]  layout {st.active_layout or '-'}  {state}  health {health}")
+    if st.health is not None and st.health.status == "down" and st.health.error and unread is None:
+        # its first words (timed out, connection refused); an unreachable host's fails for the reason said
+        health += f" ({st.health.error.split(' (', 1)[0]})"
+    layout = st.active_layout or ("?" if unread is not None else "-")
+    print(f"{st.host}/{st.service} [{st.engine}]  layout {layout}  {state}  health {health}")
     if unit is not None:
         print(f"  unit {unit.unit}, main pid {unit.main_pid or '-'}")
+    for orphan in st.orphans:  # the head runs nothing, a node still does: it holds its GPUs
+        print(f"  orphan: {orphan.words(st.host, st.service)}")
     for node in st.ranks:  # a layout over several hosts: each node on its own, whatever the head says
         print(f"  {node.words()}")
     if st.group not in (None, "alive"):

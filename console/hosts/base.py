@@ -27,6 +27,17 @@ from console.hosts.journal_hub import JournalHub
 Streams = tuple[asyncio.StreamReader, asyncio.StreamWriter]
 
 
+@dataclass(frozen=True, slots=True)
+class Listener:
+    """The process that listens on a TCP port of a host, as far as the host shows it."""
+
+    pid: int | None
+    """None when the host does not show the owner to the console's user (another user's process)."""
+    command: str
+    uid: int | None
+    """The socket's owner (from the kernel's socket table), None when it cannot be read."""
+
+
 class NodeFacts(Protocol):
     """What a host tells about itself as one node of a service over several hosts (node_facts.py)."""
 
@@ -36,6 +47,18 @@ class NodeFacts(Protocol):
 
     async def route_source(self, destination: str) -> str | None:
         """The address the host sends from to reach `destination`, None when it cannot say."""
+        ...
+
+    async def listener(self, address: str, port: int) -> Listener | None:
+        """Who listens on TCP `port` of the host for connections to `address`, None when nothing does."""
+        ...
+
+    async def parent_pid(self, pid: int) -> int | None:
+        """The parent of a process of the host, None when it is gone or cannot be read."""
+        ...
+
+    async def process_uid(self, pid: int) -> int | None:
+        """The user id a process of the host runs as, None when it is gone or cannot be read."""
         ...
 
     async def dial(self, address: str, port: int) -> Streams:

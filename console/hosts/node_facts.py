@@ -13,8 +13,19 @@ import asyncio
 import re
 
 from console.errors import HostError
-from console.hosts.base import Streams, Transport
-from console.hosts.procfs import process_state, stat_state
+from console.hosts.base import Listener, Streams, Transport
+from console.hosts.listeners import ss_listener_of
+from console.hosts.procfs import (
+    listening_inode,
+    listening_uid,
+    parent_pid,
+    port_listener,
+    process_state,
+    process_uid,
+    stat_ppid,
+    stat_state,
+)
+from console.hosts.sockets import open_connection
 
 #: `10.0.0.2 dev eth1 src 10.0.0.1 uid 0` in `ip -o route get`.
 _SRC = re.compile(r"\bsrc\s+([0-9A-Fa-f.:]+)")
@@ -43,11 +54,25 @@ class TransportNodeFacts:
         result = await self.transport.run(["ip", "-o", "route", "get", destination], timeout_s=_QUICK_S)
         return route_source_in(result.stdout) if result.ok else None
 
+    async def listener(self, address: str, port: int) -> Listener | None:
+        result = await self.transport.run(["ss", "-ltnpeH", f"sport = :{int(port)}"], timeout_s=_QUICK_S)
+        if not result.ok:
+            raise HostError(self.host, f"cannot list the listeners of {self.host} (ss: {result.stderr.strip()[:200]})")
+        return ss_listener_of(result.stdout, address)
+
+    async def parent_pid(self, pid: int) -> int | None:
+        result = await self.transport.run(["cat", f"/proc/{int(pid)}/stat"], timeout_s=_QUICK_S)
+        return stat_ppid(result.stdout) if result.ok else None
+
+    async def process_uid(self, pid: int) -> int | None:
+        result = await self.transport.run(["stat", "-c", "%u", f"/proc/{int(pid)}"], timeout_s=_QUICK_S)
+        return int(result.stdout.strip()) if result.ok and result.stdout.strip().isdigit() else None
+
     async def dial(self, address: str, port: int) -> Streams:
         connection = getattr(self.transport, "connection", None)
         try:
             if connection is None:  # a local transport: this machine is the host
-                return await asyncio.wait_for(asyncio.open_connection(address, port), _QUICK_S)
+                return await asyncio.wait_for(open_connection(address, port), _QUICK_S)
             conn = await connection()
             return await asyncio.wait_for(conn.open_connection(address, port), _QUICK_S)
         except HostError:
@@ -66,6 +91,7 @@ class LocalNodeFacts:
     def __init__(self, host: str, loopback: str = "127.0.0.1") -> None:
         self.host = host
         self.loopback = loopback
+        self._listeners: dict[tuple[str, int], tuple[str, Listener]] = {}
 
     async def process_state(self, pid: int) -> str | None:
         return await asyncio.to_thread(process_state, pid)
@@ -73,8 +99,28 @@ class LocalNodeFacts:
     async def route_source(self, destination: str) -> str | None:
         return self.loopback
 
+    async def listener(self, address: str, port: int) -> Listener | None:
+        inode = await asyncio.to_thread(listening_inode, port, address)
+        if inode is None:
+            return None
+        cached = self._listeners.get((address, port))
+        if cached is not None and cached[0] == inode:  # the same socket: its owner was found already
+            return cached[1]
+        found = await asyncio.to_thread(port_listener, port, address)  # every process's descriptors
+        if found is None:
+            return None
+        listener = Listener(found[0], found[1], await asyncio.to_thread(listening_uid, port, address))
+        self._listeners[(address, port)] = (inode, listener)
+        return listener
+
+    async def parent_pid(self, pid: int) -> int | None:
+        return await asyncio.to_thread(parent_pid, pid)
+
+    async def process_uid(self, pid: int) -> int | None:
+        return await asyncio.to_thread(process_uid, pid)
+
     async def dial(self, address: str, port: int) -> Streams:
         try:
-            return await asyncio.wait_for(asyncio.open_connection(address, port), _QUICK_S)
+            return await asyncio.wait_for(open_connection(address, port), _QUICK_S)
         except (OSError, TimeoutError) as exc:
             raise HostError(self.host, f"cannot reach {address}:{port}: {exc or type(exc).__name__}") from None

@@ -27,6 +27,48 @@ def process_state(pid: int) -> str | None:
     return fields[0] if fields else None
 
 
+def parent_pid(pid: int) -> int | None:
+    """The process's parent pid, or None when it is gone."""
+    fields = _stat_fields(pid)
+    return stat_ppid_fields(fields)
+
+
+def stat_ppid(text: str) -> int | None:
+    """The parent pid in the text of a /proc/PID/stat (read over a transport), or None."""
+    return stat_ppid_fields(_after_name(text))
+
+
+def stat_ppid_fields(fields: list[str] | None) -> int | None:
+    try:
+        return int(fields[1]) if fields and len(fields) > 1 else None  # field 4 overall: the parent
+    except ValueError:
+        return None
+
+
+def process_uid(pid: int) -> int | None:
+    """The user id the process runs as (its /proc dir's owner), or None when it is gone."""
+    try:
+        return os.stat(f"/proc/{pid}").st_uid
+    except OSError:
+        return None
+
+
+def listening_inode(port: int, address: str | None = None) -> str | None:
+    """The inode of a socket listening on TCP `port` here (to `address`, if given), or None: cheap to read,
+    and the same for as long as that socket lives."""
+    rows = _listening_rows(port, address)
+    return rows[0][9] if rows else None
+
+
+def listening_uid(port: int, address: str | None = None) -> int | None:
+    """The owner of the socket listening on TCP `port` here (the uid column of /proc/net/tcp), or None."""
+    rows = _listening_rows(port, address)
+    try:
+        return int(rows[0][7]) if rows else None
+    except ValueError:
+        return None
+
+
 def stat_state(text: str) -> str | None:
     """The state letter in the text of a /proc/PID/stat (read over a transport), or None."""
     fields = _after_name(text)
@@ -71,26 +113,47 @@ def group_alive(pgid: int) -> bool:
 _LISTEN = "0A"  # the TCP state column of /proc/net/tcp: LISTEN
 
 
-def _listening_inodes(port: int) -> set[str]:
-    """Socket inodes listening on TCP `port` (IPv4 and IPv6) on this machine."""
-    inodes: set[str] = set()
+def _listening_rows(port: int, address: str | None = None) -> list[list[str]]:
+    """The /proc/net/tcp(6) rows of sockets listening on TCP `port` on this machine; with `address` (an
+    IPv4 address), only those that accept connections to it (bound to it, or to any address)."""
+    wanted = None if address is None else {_hex_ipv4(address), "00000000", "0" * 32}
+    rows = []
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         try:
             with open(table, encoding="ascii", errors="replace") as fh:
                 next(fh, None)  # the header
                 for line in fh:
                     fields = line.split()
-                    if len(fields) > 9 and fields[3] == _LISTEN and fields[1].rpartition(":")[2] == f"{port:04X}":
-                        inodes.add(fields[9])
+                    if len(fields) > 9 and fields[3] == _LISTEN:
+                        host, _, hex_port = fields[1].rpartition(":")
+                        if hex_port == f"{port:04X}" and (wanted is None or host in wanted):
+                            rows.append(fields)
         except OSError:
             continue
-    return inodes
+    return rows
 
 
-def port_listener(port: int) -> tuple[int | None, str] | None:
-    """The process that listens on TCP `port` here: (pid, its command line); (None, "") when a socket
-    listens but its owner cannot be seen (another user's process); None when nothing listens."""
-    inodes = {f"socket:[{inode}]" for inode in _listening_inodes(port)}
+def _hex_ipv4(address: str) -> str:
+    """An IPv4 address as /proc/net/tcp writes it (the 32-bit word in the machine's byte order)."""
+    import socket
+    import struct
+
+    try:
+        return f"{struct.unpack('=I', socket.inet_aton(address))[0]:08X}"
+    except OSError:
+        return address
+
+
+def _listening_inodes(port: int, address: str | None = None) -> set[str]:
+    """Socket inodes listening on TCP `port` (IPv4 and IPv6) on this machine (to `address`, if given)."""
+    return {fields[9] for fields in _listening_rows(port, address)}
+
+
+def port_listener(port: int, address: str | None = None) -> tuple[int | None, str] | None:
+    """The process that listens on TCP `port` here (for connections to `address`, if given): (pid, its
+    command line); (None, "") when a socket listens but its owner cannot be seen (another user's
+    process); None when nothing listens."""
+    inodes = {f"socket:[{inode}]" for inode in _listening_inodes(port, address)}
     if not inodes:
         return None
     for entry in os.scandir("/proc"):

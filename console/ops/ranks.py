@@ -19,6 +19,7 @@ from console.config import LayoutConfig, ServiceConfig
 from console.domain.layout import gpus_used
 from console.domain.models import Finding
 from console.domain.ras import MAX_REPORT_BYTES, RasReport, parse_ras_status
+from console.domain.text import printable
 from console.hosts.base import Host
 from console.ops.cluster import head_address, node_hosts
 from console.ops.death import last_death
@@ -63,16 +64,53 @@ class NodeHealth:
         }
 
 
+@dataclass(frozen=True, slots=True)
+class NodeUnit:
+    """A unit of the service that runs on a node other than the head while the head runs none of its
+    units: the head died, or a failed start left it; it holds its GPUs and serves nothing."""
+
+    node_rank: int
+    host: str
+    unit: str
+    main_pid: int | None
+
+    def words(self, head: str, service: str) -> str:
+        return (f"{self.host} (node-rank {self.node_rank}) runs {self.unit}, main pid {self.main_pid or '-'}, while "
+                f"the head {head} runs none of {service}'s units: it holds its GPUs and serves nothing "
+                f"(serve-console stop --host {head} stops it)")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"node_rank": self.node_rank, "host": self.host, "unit": self.unit, "main_pid": self.main_pid}
+
+
+async def orphan_units(head: Host, service: ServiceConfig) -> list[NodeUnit]:
+    """Every unit of `service` that runs on a node other than the head (the caller knows the head runs
+    none); a node that cannot be read is skipped (its own `status` says so)."""
+    out: list[NodeUnit] = []
+    for rank, node in list(enumerate(node_hosts(head, service)))[1:]:
+        try:
+            states = await asyncio.gather(*(node.services.state(u) for u in service.all_units()))
+        except Exception:
+            continue
+        out += [NodeUnit(rank, node.name, s.unit, s.main_pid) for s in states if s.is_running]
+    return out
+
+
 def group_state(nodes: Sequence[NodeHealth]) -> str:
     """The worst node's state (alive when there are none)."""
     return max((n.state for n in nodes), key=_WORST.index, default=ALIVE)
 
 
 async def node_health(head: Host, service: ServiceConfig, layout: LayoutConfig, unit: str) -> list[NodeHealth]:
-    """Every node of `layout` (running as `unit` on each), judged on its own."""
+    """Every node of `layout` (running as `unit` on each), judged on its own; `head` is the service's
+    head or one of its nodes (opened with the others as its peers)."""
     hosts = node_hosts(head, service)[: layout.nodes]
+    head = hosts[0]  # the service's head, also when a node's own screen asks (RAS answers on the head)
     per_node = gpus_used(layout.layout, service.engine) // max(layout.nodes, 1)
-    report, ras_note = await ras_status(head, service)
+    main_pid = None
+    with contextlib.suppress(Exception):  # the head's own line says why it cannot be read
+        main_pid = (await head.services.state(unit)).main_pid
+    report, ras_note = await ras_status(head, service, unit, main_pid)
     address = head_address(service, head.config)
     return list(await asyncio.gather(*(
         _one(node, service, unit, rank, range(rank * per_node, (rank + 1) * per_node), report, ras_note, address)
@@ -116,11 +154,66 @@ async def _source(node: Host, head: str) -> str | None:
     return _sources.get(key)
 
 
-async def ras_status(head: Host, service: ServiceConfig) -> tuple[RasReport | None, str]:
-    """NCCL RAS's report, asked on the head's own localhost (`ras_port`), and a note when there is none."""
+#: How far up from a RAS listener its parents are followed to find the unit's main process.
+_MAX_TREE_DEPTH = 32
+
+
+async def ras_holder(head: Host, port: int, unit: str, main_pid: int | None) -> str | None:
+    """None when what listens on the head's RAS port is the unit's own (its main process or one under it)
+    or nothing listens; else who holds it, in words: any local user can bind the port between two starts
+    (NCCL then runs without RAS, saying so only at INFO), and its answer is no node's health."""
+    assert head.node is not None
+    try:
+        found = await head.node.listener(RAS_ADDRESS, port)
+    except Exception as exc:  # the owner cannot be checked: the answer cannot be trusted
+        return f"a listener the console cannot check ({str(exc) or type(exc).__name__})"
+    if found is None:
+        return None
+    who = f"pid {found.pid} ({printable(found.command[:80])})"
+    if found.pid is not None and main_pid:
+        key = (head.name, port, found.pid, main_pid)
+        if key not in _trees:  # a listener's ancestry does not change while both processes live
+            _trees[key] = await _under(head, found.pid, main_pid)
+        return None if _trees[key] else f"{who}, which is not a process of {unit}"
+    if found.pid is None and main_pid and found.uid is not None:  # ss names only this user's processes
+        if found.uid == await head.node.process_uid(main_pid):
+            return None  # the unit's own user: as far as this host lets the console see, the engine's
+        return f"a process of uid {found.uid}, not {unit}'s user"
+    if found.pid is not None:
+        return f"{who} while {unit} runs no process"
+    return "a process the host does not name to the console's user"
+
+
+#: (head, port, listener pid, main pid) -> whether the listener is under the main process.
+_trees: dict[tuple[str, int, int, int], bool] = {}
+
+
+async def _under(head: Host, pid: int | None, main_pid: int) -> bool:
+    """`pid` is `main_pid` or one of its descendants (its parents followed up, a bounded way)."""
+    assert head.node is not None
+    for _ in range(_MAX_TREE_DEPTH):
+        if pid == main_pid:
+            return True
+        if not pid or pid <= 1:
+            return False
+        pid = await head.node.parent_pid(pid)
+    return False
+
+
+#: Where RAS is asked: the head's own loopback.
+RAS_ADDRESS = "127.0.0.1"
+
+
+async def ras_status(head: Host, service: ServiceConfig, unit: str = "", main_pid: int | None = None
+                     ) -> tuple[RasReport | None, str]:  # fmt: skip
+    """NCCL RAS's report, asked on the head's own localhost (`ras_port`) of the listener that belongs to
+    the head's unit (its main process `main_pid` or one under it), and a note when there is none."""
     port = service.cluster.ras_port if service.cluster is not None else 0
     if not port or head.node is None:
         return None, ""
+    holder = await ras_holder(head, port, unit, main_pid)
+    if holder is not None:
+        return None, f"NCCL RAS port {port} on {head.name} is held by {holder}: judged without RAS"
     try:
         data = await ras_query(head, port, "STATUS")
         return parse_ras_status(data.decode("utf-8", "replace")), ""
@@ -141,7 +234,7 @@ async def ras_query(head: Host, port: int, command: str, *, timeout_s: float = R
     writer = None
     try:
         async with asyncio.timeout(timeout_s):
-            reader, writer = await head.node.dial("127.0.0.1", port)
+            reader, writer = await head.node.dial(RAS_ADDRESS, port)
             writer.write(b"CLIENT PROTOCOL 2\n")
             await reader.readline()  # SERVER PROTOCOL 2
             writer.write(command.encode() + b"\n")

@@ -16,7 +16,7 @@ from console.config import DROP_IN, ENV_FILE, LayoutConfig, ServiceConfig
 from console.domain.models import GpuSnapshot, HealthSample, UnitState
 from console.domain.triage import xid_findings
 from console.ops.death import Death, last_death
-from console.ops.ranks import NodeHealth, group_state, node_health
+from console.ops.ranks import NodeHealth, NodeUnit, group_state, node_health, orphan_units
 
 if TYPE_CHECKING:
     from console.hosts.base import Host
@@ -43,6 +43,8 @@ class ServiceStatus:
     """How the last run ended, when nothing runs and its journal names a fatal cause (ops/death.py)."""
     ranks: tuple[NodeHealth, ...] = ()
     """Each node of a running layout over several hosts, judged on its own (ops/ranks.py)."""
+    orphans: tuple[NodeUnit, ...] = ()
+    """Units of the service running on its other nodes while the head runs none (ops/ranks.py)."""
 
     @property
     def group(self) -> str | None:
@@ -94,6 +96,7 @@ class ServiceStatus:
             "death": None if self.death is None else self.death.to_json(),
             "ranks": [n.to_json() for n in self.ranks],
             "group": self.group,
+            "orphans": [o.to_json() for o in self.orphans],
             "error": self.error,
             "taken_at": self.taken_at,
         }
@@ -231,10 +234,22 @@ async def service_status(
             errors.append(f"gpus: {exc}")
     death = await last_death(host, service, states) if unit is None else None
     ranks: list[NodeHealth] = []
-    running = service.layout(layout) if layout and unit and service.cluster is not None else None
-    if running is not None and running.nodes > 1:
+    orphans: list[NodeUnit] = []
+    ranks_unit, running = unit, None
+    if unit is None and service.cluster is not None and states:  # the head runs nothing: do its nodes?
         try:
-            ranks = await node_health(host, service, running, unit)  # type: ignore[arg-type]
+            orphans = await orphan_units(host, service)
+        except Exception as exc:
+            errors.append(f"nodes: {exc}")
+        if orphans:  # judge the layout they run, the head included (dead, with its own cause)
+            ranks_unit = orphans[0].unit
+            layout_name = layout_of_unit(host.name, service, ranks_unit, audit)
+            running = service.layout(layout_name) if layout_name else None
+    elif layout and unit and service.cluster is not None:
+        running = service.layout(layout)
+    if running is not None and running.nodes > 1 and ranks_unit is not None:
+        try:
+            ranks = await node_health(host, service, running, ranks_unit)
         except Exception as exc:
             errors.append(f"ranks: {exc}")
     return ServiceStatus(
@@ -251,6 +266,7 @@ async def service_status(
         answered_by=answered_by,
         death=death,
         ranks=tuple(ranks),
+        orphans=tuple(orphans),
     )
 
 

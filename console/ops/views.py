@@ -35,6 +35,9 @@ class ServiceView:
     fit_verdict: str | None = None
     fit_detail: str | None = None
     gpus_used: int | None = None
+    """The layout's GPUs over all its nodes."""
+    node_count: int = 1
+    """How many hosts the layout runs on (its GPUs are split evenly between them)."""
     expected_mib: int | None = None
     """What each of the layout's GPUs is expected to hold (weights + the engine's KV pool), in MiB."""
     health: HealthSample | None = None
@@ -49,6 +52,8 @@ class ServiceView:
     """A layout over several hosts: its worst node's state (alive, unresponsive, dead, unknown)."""
     nodes: tuple[str, ...] = ()
     """A layout over several hosts: each node's health in words, worst first."""
+    orphans: tuple[str, ...] = ()
+    """Units running on the service's other nodes while the head runs none, in words (ops/ranks.py)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,15 +139,17 @@ async def service_view(host: Host, service: ServiceConfig, *, fits: FitCache, au
         fit_verdict=fit.verdict if fit is not None else None,
         fit_detail=detail,
         gpus_used=gpus_used(lc.layout, service.engine) if lc is not None else None,
+        node_count=lc.nodes if lc is not None and service.cluster is not None else 1,
         expected_mib=expected_used_mib(fit),
         health=status.health,
         health_answered_by=status.answered_by,
         # the last run died, or another program answers the port of a service that is not running: failed
-        phase=Phase.FAILED if status.death is not None or status.group == DEAD
+        phase=Phase.FAILED if status.death is not None or status.group == DEAD or status.orphans
         or (status.health is not None and status.health.status == FOREIGN) else None,
         death=None if status.death is None else f"{status.death.finding.cls.value}: {status.death.finding.summary}",
         group=status.group,
         nodes=tuple(n.words() for n in sorted(status.ranks, key=lambda n: n.state == ALIVE)),
+        orphans=tuple(o.words(host.name, service.name) for o in status.orphans),
         last_ready_layout=last_ready,
         error=status.error,
     )
@@ -184,5 +191,5 @@ async def host_summary(host: Host, clock: Callable[[], float], *, audit: AuditLo
         gpu_count=len(gpus) or None,
         health=health,
         failed=(any(u.is_failed for u in units) and not any(u.is_running for u in units))
-        or any(st.death is not None or st.group == DEAD for st in statuses),
+        or any(st.death is not None or st.group == DEAD or st.orphans for st in statuses),
     )

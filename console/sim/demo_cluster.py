@@ -54,6 +54,43 @@ def load_demo_config(owns_busy_port: OwnsPort | None = None) -> tuple[ConsoleCon
     return dataclasses.replace(config, hosts=with_nodes(hosts)), notes  # the nodes see the moved ports
 
 
+def note_state_root(ports: list[int], state_root: Path) -> None:
+    """Write into the lock file of each of `ports` this process reserved who holds it and where its units
+    live (`PID STATE_ROOT`), so a console on another state dir is refused the port in one line; a
+    console on the same state dir drives the same units, under the same switch locks, and may start it."""
+    for port in ports:
+        if port in _held:
+            with contextlib.suppress(OSError):
+                path = _lock_dir() / f"port-{port}.lock"
+                path.write_text(f"{os.getpid()} {state_root.resolve()}\n")
+
+
+def reserved_elsewhere(port: int, state_root: Path) -> str | None:
+    """Why a unit under `state_root` may not start on `port`, when a running demo reserved it for units
+    under another state dir (its units stopped for a switch, the port looks free while the next one
+    loads); else None."""
+    if port in _held:
+        return None  # this process's own demo
+    path = _lock_dir() / f"port-{port}.lock"
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None  # no demo ever reserved it (or another user's file: its engine's bind will say)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError:  # a live demo holds it
+            pid, _, root = os.pread(fd, 4096, 0).decode("utf-8", "replace").strip().partition(" ")
+            if root and Path(root) == state_root.resolve():
+                return None  # the demo's own units, from another console on its state dir
+            who = f"the demo running as pid {pid}" if pid.isdigit() else "a running demo"
+            where = f", whose units live in {root}" if root else ""
+            return f"port {port} is reserved by {who}{where} (not this state dir); stop that demo, or use another port"
+        return None
+    finally:
+        os.close(fd)
+
+
 def release_demo_ports() -> None:
     """Give back every port this process reserved (a demo that ends; tests between cases)."""
     for fd in _held.values():

@@ -78,6 +78,8 @@ async def test_a_wedged_then_a_killed_worker_is_named_over_ssh_while_the_head_an
     assert 'NCCL_SOCKET_IFNAME="cl0"' in node_file
     status, _ = await group_within(head, service, "alive", 10)
     assert [n.state for n in status.ranks] == ["alive", "alive"], [n.words() for n in status.ranks]
+    # the head's own RAS (its engine, under its unit's main process, by `ss -ltnpe`) is believed (issue 30)
+    assert not any("judged without RAS" in n.detail for n in status.ranks), [n.words() for n in status.ranks]
 
     pid = (await worker.services.state(UNIT)).main_pid
     bed.ssh("tb2", f"kill -STOP {pid}")

@@ -90,3 +90,26 @@ async def test_missing_series_read_na_and_a_first_scrape_has_no_rate_yet() -> No
         assert " n/a running   n/a waiting" in shown  # this vLLM dump has no request gauges: not 0
         assert "   0.0% " in shown and "n/a" in shown.split("gen", 1)[1].split("prompt")[0]
         assert app.query_one(EnginePane).border_title == "engine · vllm"
+
+
+async def test_stale_figures_are_drawn_in_the_stale_colour_not_the_live_ones() -> None:
+    """Issue 30, B7: figures 132 s old were drawn green like live ones; only the title said STALE."""
+
+    class StyledApp(PaneApp):  # the console's own colours, so that each class has its own
+        CSS_PATH = str(Path(__file__).resolve().parents[2] / "console" / "ui" / "console.tcss")
+
+    app = StyledApp(ScriptedReader([T0]))
+    async with app.run_test(size=(120, 10)) as pilot:
+        assert await settle(pilot, lambda: app.reader.calls >= 2)
+        pane = app.query_one(EnginePane)
+        live = pane.get_component_rich_style("engine--ok")
+        assert any(span.style == live for span in pane.render().spans)
+        app.reader.fail = "engine not reachable (connection refused)"
+        app.now[0] += 132
+        assert await settle(pilot, lambda: pane.has_class("-stale") and "STALE" in str(pane.border_title))
+        drawn = pane.render()
+        stale = pane.get_component_rich_style("engine--stale")
+        colours = {"engine--ok", "engine--warn", "engine--crit", "engine--dim"}
+        assert not [(c, span) for span in drawn.spans for c in colours
+                    if span.style == pane.get_component_rich_style(c)], (stale, drawn.spans)  # fmt: skip
+        assert drawn.style == stale and any(span.style == stale for span in drawn.spans)

@@ -122,3 +122,35 @@ def test_card_snapshot(snap_compare, size) -> None:
 @pytest.mark.parametrize("size", SIZES, ids=IDS)
 def test_force_dialog_snapshot(snap_compare, size) -> None:
     assert snap_compare(fixed_app({"demo": "ep8"}), terminal_size=size, run_before=force_dialog_ready)
+
+
+async def test_at_80x24_the_footer_keeps_quit_and_help_and_v_reaches_the_verdict() -> None:
+    """Issue 30, D13: at 80x24 the footer lost `q Quit` and `? Help`, and after a rollback the panel's
+    verdict sat below the card with no key to scroll to it."""
+    from pilot_wait import settle as settle_until
+
+    app = fixed_app({"demo": "failed"}, audit=LastReadyAudit())
+    async with app.run_test(size=(80, 24)) as pilot:
+        await rollback_failed_card_ready(pilot)
+        footer = screen_text(app).splitlines()[-1]
+        assert "q Quit" in footer and "? Help" in footer, footer
+        verdict = "FAILED TP4 EP2 · rollback EP8 TIMEOUT"
+        panel = app.screen.query_one(SwitchPanel)
+        assert await settle_until(pilot, lambda: "v: verdict" in str(panel.border_subtitle))
+        assert verdict not in screen_text(app)  # under the card, out of the panel's view
+        await pilot.press("v")
+        assert await settle_until(pilot, lambda: verdict in screen_text(app)), screen_text(app)
+        await pilot.press("v")  # and back to the card
+        assert await settle_until(pilot, lambda: "FAILED · CUDA OOM" in screen_text(app)), screen_text(app)
+
+
+async def test_a_terminal_made_narrow_keeps_quit_and_help_in_the_footer() -> None:
+    from pilot_wait import settle as settle_until
+
+    app = fixed_app({"demo": "ep8"})
+    async with app.run_test(size=(140, 40)) as pilot:
+        await main_screen_ready(pilot)
+        assert "e Next finding" in screen_text(app).splitlines()[-1]
+        await pilot.resize_terminal(80, 24)
+        assert await settle_until(pilot, lambda: "q Quit  ? Help" in screen_text(app).splitlines()[-1]), (
+            screen_text(app).splitlines()[-1])

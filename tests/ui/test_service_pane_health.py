@@ -84,3 +84,19 @@ async def test_health_older_than_the_phase_shows_its_age() -> None:
         pane.set_phase(Phase.READY)
         assert await settle(pilot, lambda: "starting (HTTP 503, 12s ago)" in screen_text(app))
         assert "phase   READY" in screen_text(app)
+
+
+async def test_a_down_reading_says_why_and_when() -> None:
+    """Issue 30, B7: `health down (3s ago)` never said the probe had timed out."""
+    now = [T0]
+    app = fixed_app({"demo": "ep8"}, clock=lambda: now[0])
+    async with app.run_test(size=(120, 40)) as pilot:
+        assert await settle(pilot, lambda: isinstance(app.screen, HostScreen) and app.screen.last_view is not None)
+        pane = app.screen.query_one(ServicePane)
+        now[0] = T0 + 3 * 3600  # the app polls once an hour: a reading older than that shows its age
+        pane.show(dataclasses.replace(pane.view, health=HealthSample(T0, "down", error="timed out after 3 s")))
+        assert await settle(pilot, lambda: any("health  down (timed out after 3 s, 3h00m ago)" in row
+                                               for row in pane_rows(app))), "\n".join(pane_rows(app))  # fmt: skip
+        refused = "connection refused (Cannot connect to host 127.0.0.1:30000 ssl:default [Connect call failed])"
+        pane.show(dataclasses.replace(pane.view, health=HealthSample(now[0], "down", error=refused)))
+        assert await settle(pilot, lambda: any("health  down (connection refused)" in row for row in pane_rows(app)))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
 import socket
@@ -115,3 +116,37 @@ def test_the_demo_that_kept_the_packaged_ports_shares_the_users_state(monkeypatc
         assert demo_state_root(packaged, stack) is None  # the user's state dir, as hosts.toml's demo host
         apart = demo_state_root(moved, stack)
         assert apart is not None and apart.is_dir() and apart.name.startswith("serve-console-demo-")
+
+
+def test_a_switch_from_another_state_dir_is_refused_a_port_the_demo_reserved(tmp_path) -> None:
+    """Issue 30, D12: while the demo's engine is stopped for a switch its port looks free; a headless
+    `switch` on another state dir must not take it (the demo's rollback would die on `address already in
+    use`): it is refused in one line naming the demo. A console on the demo's own state dir may start it."""
+    import os
+
+    from sim_cli import cli, sim_toml
+
+    from console.factory import open_hosts
+
+    config, _ = load_demo_config()  # this process is the demo: it holds its ports' reservations
+    demo_state = tmp_path / "demo-state"
+    port = _port(config)
+    hosts = open_hosts(config, state_dir=demo_state)  # the demo's hosts say where its units live
+    (tmp_path / "hosts.toml").write_text(sim_toml(port))  # another config naming the same port
+    env = dict(os.environ, SERVE_CONSOLE_STATE_DIR=str(tmp_path / "other-state"),
+               SERVE_CONSOLE_PORT_LOCK_DIR=os.environ[PORT_LOCK_DIR_ENV], SERVE_CONSOLE_SIM_TIME_SCALE="0.02")
+    try:
+        done = cli(tmp_path, env, "--config", "hosts.toml", "switch", "EP8", "--host", "sim1", "--no-rollback")
+    finally:  # should it have started (the bug), its engine is stopped
+        cli(tmp_path, env, "--config", "hosts.toml", "stop", "--host", "sim1")
+    out = done.stdout + done.stderr
+    assert done.returncode != 0, out
+    assert f"port {port} is reserved by the demo running as pid {os.getpid()}" in out, out
+    assert "Traceback" not in out
+    code = ("import sys; from pathlib import Path; from console.sim.demo_cluster import reserved_elsewhere; "
+            f"print(reserved_elsewhere({port}, Path(sys.argv[1])))")  # fmt: skip
+    same = subprocess.run([sys.executable, "-c", code, str(demo_state)], env=env, capture_output=True, text=True,
+                          timeout=60, check=True)  # fmt: skip
+    assert same.stdout.strip() == "None", same.stdout + same.stderr
+    for host in hosts:
+        asyncio.run(host.close())

@@ -23,6 +23,7 @@ from console.domain.models import Engine, HealthSample
 from console.domain.text import printable
 from console.errors import HostError
 from console.hosts.endpoints.bodies import read_limited
+from console.hosts.sockets import socket_factory
 
 #: What the console's probes say they are (the journal folds access lines that carry it).
 PROBE_USER_AGENT = f"serve-console/{__version__} (probe)"
@@ -70,8 +71,9 @@ class HttpHealthProbe:
             self._session = aiohttp.ClientSession(
                 timeout=aiohttp.ClientTimeout(total=self.timeout_s),
                 headers={"User-Agent": PROBE_USER_AGENT},
-                # one connection per request: a pooled one may belong to a forward that died
-                connector=aiohttp.TCPConnector(force_close=True),
+                # one connection per request: a pooled one may belong to a forward that died; never
+                # a connection to itself on the port of an engine that is starting (hosts/sockets.py)
+                connector=aiohttp.TCPConnector(force_close=True, socket_factory=socket_factory),
             )
         return self._session
 

@@ -22,6 +22,7 @@ from typing import Any
 import aiohttp
 
 from console.hosts.endpoints import MAX_PROBE_BODY_BYTES, json_document, read_limited
+from console.hosts.sockets import socket_factory
 from console.ops.explore.probe_metrics import FROM_CHUNKS, FROM_USAGE, RequestResult
 
 #: aiohttp's default is 64 KiB, which has capped bench clients' throughput about 10x on long outputs;
@@ -77,7 +78,7 @@ class ProbeClient:
         self._session = aiohttp.ClientSession(
             read_bufsize=READ_BUFSIZE,
             timeout=aiohttp.ClientTimeout(total=request_timeout_s, sock_connect=10.0),
-            connector=aiohttp.TCPConnector(limit=limit, ttl_dns_cache=300),
+            connector=aiohttp.TCPConnector(limit=limit, ttl_dns_cache=300, socket_factory=socket_factory),
         )
 
     async def __aenter__(self) -> ProbeClient:

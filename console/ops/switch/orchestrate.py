@@ -25,6 +25,7 @@ from console.config import LayoutConfig, ServiceConfig
 from console.domain.models import Engine
 from console.errors import ConsoleError, UsageError
 from console.hosts.base import Host
+from console.ops.cluster import node_hosts
 from console.ops.evidence import EVIDENCE_DEADLINE_S, Evidence, collect_evidence, evidence_before
 from console.ops.fit_check import fit_layout, host_capacity, layouts_that_fit
 from console.ops.ranks import ALIVE, group_state, node_health
@@ -215,6 +216,10 @@ class _Switch(LayoutStarter):
             result = replace(result, evidence=str(before.path))
         if result.outcome in (FAILED, TIMEOUT) and rollback:
             result = await self.roll_back(result, from_layout)
+        last = result.rollback or result
+        last_layout = self.service.layout(last.layout)
+        if last.outcome == FAILED and last_layout is not None and last_layout.nodes > 1:
+            await self.stop_failed_nodes(last_layout, last.unit, rollback=result.rollback is not None)
         return result
 
     async def evidence_of(self, failed: SwitchResult, rollback: bool) -> Evidence | None:
@@ -228,6 +233,26 @@ class _Switch(LayoutStarter):
                                           trigger="rollback" if rollback else "verdict")
         return None
 
+    async def stop_failed_nodes(self, layout: LayoutConfig, unit: str | None, *, rollback: bool) -> None:
+        """Stop every node a failed start over several hosts left running (the head first gets
+        FAILED_EXIT_S to exit on its own, as a rollback gives it): a worker whose head died holds its
+        GPUs for ever and serves nothing, and nothing rolls back onto it."""
+        if unit is None:
+            return
+        if self.service.engine is Engine.VLLM:
+            await self.let_exit(unit)
+        t0 = time.monotonic()
+        for node in reversed(node_hosts(self.host, self.service)):  # the workers first, the head last
+            try:
+                if not (await node.services.state(unit)).is_running:
+                    continue
+                self.step(layout.name, t0, "stop", f"stopping {unit} on {node.name}: the start failed, and a node "
+                          "left running holds its GPUs", unit=unit, rollback=rollback)  # fmt: skip
+                await node.services.stop(unit)
+            except ConsoleError as exc:  # say it and go on: the other nodes still hold theirs
+                self.step(layout.name, t0, "stop", f"could not stop {unit} on {node.name}: {exc}", unit=unit,
+                          rollback=rollback)  # fmt: skip
+
     async def roll_back(self, failed: SwitchResult, from_layout: str | None) -> SwitchResult:
         target_name = (
             self.audit.last_ready_layout(self.host.name, self.service.name, exclude=failed.layout)
@@ -239,13 +264,7 @@ class _Switch(LayoutStarter):
         target = self.service.layout(target_name) if target_name else None
         if target is None:
             t0 = time.monotonic()
-            self.step(
-                failed.layout,
-                t0,
-                "rollback",
-                "no layout is known to have been ready; not rolling back",
-                rollback=True,
-            )
+            self.step(failed.layout, t0, "rollback", self._no_target_words(failed.layout), rollback=True)
             return failed
         t0 = time.monotonic()
         self.step(target.name, t0, "rollback", f"rolling back to {target.name}", rollback=True)
@@ -256,6 +275,14 @@ class _Switch(LayoutStarter):
         )
         return _with_rollback(failed, back)
 
+
+    def _no_target_words(self, failed: str) -> str:
+        """Why nothing is rolled back to: no layout was ever ready, or only the one that just failed."""
+        last = self.audit.last_ready_layout(self.host.name, self.service.name) if self.audit else None
+        if last == failed:
+            return (f"the only layout known to have been ready is {failed}, the one that just failed; "
+                    "nothing else to roll back to")  # fmt: skip
+        return "no layout is known to have been ready; not rolling back"
 
     async def let_exit(self, unit: str | None) -> None:
         """Give a vLLM whose start failed FAILED_EXIT_S to exit on its own before it is stopped: a stop in

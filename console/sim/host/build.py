@@ -16,10 +16,11 @@ from console.domain.models import GpuSnapshot
 from console.hosts.base import Host, LinkStatus, LockBusy, SampledGpuSource
 from console.hosts.node_facts import LocalNodeFacts
 from console.shutdown import SHUTDOWN
+from console.sim.demo_cluster import note_state_root
 from console.sim.host.ports import port_holder_words, serving_urls
 from console.sim.host.procman import ProcessManager
 from console.sim.host.tools import SimTools
-from console.sim.host.units import node_loopback, sim_settings, time_scale
+from console.sim.host.units import node_loopback, service_port, sim_settings, time_scale
 from console.sim.ledger import read_snapshot
 
 
@@ -74,6 +75,7 @@ def build_sim_host(cfg: HostConfig, state_root: Path, *, stop_units_on_close: bo
 
     time_scale(cfg)  # a bad SERVE_CONSOLE_SIM_TIME_SCALE is one line now, not a vague failure at start
     cfg = serving_urls(cfg, state_root)  # a running unit's port, wherever the config says it serves
+    note_state_root([service_port(s) for s in cfg.services], state_root)  # a demo's ports: whose units
     manager = ProcessManager(cfg, state_root)
     sim = sim_settings(cfg)
     ensure_inventory(manager.ledger_dir, sim.gpu_count, sim.gpu_total_mib, sim.gpu_name, host=cfg.name)

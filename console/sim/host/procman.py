@@ -30,6 +30,7 @@ from console.domain.models import JournalEntry, UnitState
 from console.errors import HostError
 from console.hosts.procfs import group_alive, pid_alive
 from console.hosts.state_dir import sim_host_dir
+from console.sim.demo_cluster import reserved_elsewhere
 from console.sim.host import units as sim_units
 from console.sim.host.host_files import SimHostFiles
 from console.sim.host.ports import port_taken_by, record_url
@@ -76,6 +77,7 @@ class ProcessManager:
         self, cfg: HostConfig, state_root: Path, *, stop_grace_s: float = DEFAULT_STOP_GRACE_S
     ) -> None:
         self.cfg = cfg
+        self.state_root = state_root
         self.root = sim_host_dir(state_root, cfg.name)
         self.units_dir = self.root / "units"
         self.files = SimHostFiles(cfg, self.root)
@@ -225,6 +227,9 @@ class ProcessManager:
         die, and a switch roll back onto the same taken port); an engine of this host may hold it."""
         groups = [(read_state(self.unit_dir(u, create=False)) or {}).get("pgid") for u in self.known_units()]
         taken = port_taken_by(spec.service, {g for g in groups if isinstance(g, int)}, port)
+        if taken is None:  # free now, but a demo on another state dir may be between two of its engines
+            reason = reserved_elsewhere(port, self.state_root)
+            taken = None if reason is None else f"{reason} ({spec.service.url})"
         if taken is not None:
             raise HostError(self.cfg.name, f"{spec.unit}: {taken}")
 

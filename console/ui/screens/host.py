@@ -11,7 +11,7 @@ from textual import on
 from textual.app import ComposeResult
 from textual.containers import Horizontal
 from textual.screen import Screen
-from textual.widgets import Footer, Header, Input
+from textual.widgets import Header, Input
 
 from console.config import ServiceConfig
 from console.hosts.base import Host
@@ -23,6 +23,7 @@ from console.ui.messages import SwitchNews
 from console.ui.reach import ReachesConsole
 from console.ui.screens.host_changes import HostChanges
 from console.ui.widgets.engine_pane import EnginePane
+from console.ui.widgets.footer import ConsoleFooter
 from console.ui.widgets.gpu_pane import GpuPane
 from console.ui.widgets.journal_pane import JournalPane, PhaseSeen
 from console.ui.widgets.service_pane import ServicePane, ServiceUpdated
@@ -86,7 +87,7 @@ class HostScreen(ReachesConsole, NotifiesWorkerErrors, HostChanges, Screen[None]
                          clock=clock, id="engine-pane")
         yield SwitchPanel(clock=clock, id="switch-panel")
         yield JournalPane(host, engine=service.engine, line_cap=ui.line_cap, id="journal-pane")
-        yield Footer()
+        yield ConsoleFooter()
 
     def on_mount(self) -> None:
         self.title = f"serve-console · {self.host.name}"
@@ -129,7 +130,9 @@ class HostScreen(ReachesConsole, NotifiesWorkerErrors, HostChanges, Screen[None]
     @on(ServiceUpdated)
     def _service_updated(self, event: ServiceUpdated) -> None:
         self.last_view = event.view
-        self.query_one(GpuPane).set_gpus_in_use(event.view.gpus_used, event.view.expected_mib)
+        view = event.view
+        per_node = None if view.gpus_used is None else view.gpus_used // max(view.node_count, 1)
+        self.query_one(GpuPane).set_gpus_in_use(per_node, view.expected_mib, nodes=view.node_count)
         if not self.switching:
             self.query_one(JournalPane).follow_unit(event.view.unit)
 

@@ -37,6 +37,9 @@ class HostChanges:
     last_view: ServiceView | None
     switching: bool
 
+    def action_switch_verdict(self) -> None:
+        self.query_one(SwitchPanel).toggle_verdict()
+
     def action_dismiss_switch(self) -> None:
         if not self.switching:
             self.query_one(SwitchPanel).hide()

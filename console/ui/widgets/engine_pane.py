@@ -100,9 +100,17 @@ class EnginePane(NotifiesWorkerErrors, Widget, can_focus=False):
         self.error = shown(reason)  # host text: made inert
         self.refresh_stale()
 
+    def data_age_s(self) -> float | None:
+        return None if self.figures is None else max(0.0, self.clock() - self.history.scrapes[-1].taken_at)
+
+    def is_stale(self) -> bool:
+        """Figures shown are old: the last scrape failed, or none came for three intervals."""
+        age = self.data_age_s()
+        return age is not None and (self.error is not None or age > max(3 * self.refresh_s, 5.0))
+
     def refresh_stale(self) -> None:
-        age = None if self.figures is None else max(0.0, self.clock() - self.history.scrapes[-1].taken_at)
-        stale = self.figures is not None and (self.error is not None or age > max(3 * self.refresh_s, 5.0))
+        age = self.data_age_s()
+        stale = self.is_stale()
         self.set_class(stale, "-stale")
         title = f"engine · {self.history.scrapes[-1].engine}" if self.history.scrapes else "engine"
         if stale:
@@ -117,13 +125,19 @@ class EnginePane(NotifiesWorkerErrors, Widget, can_focus=False):
         return 3 if self.figures is not None else 1
 
     def render(self) -> Text:
-        style = self.get_component_rich_style
         f = self.figures
         if f is None:
             return Text(f"engine metrics: {self.error or 'waiting for the first scrape…'}",
-                        style=style("engine--stale"))
+                        style=self.get_component_rich_style("engine--stale"))
+        stale = self.is_stale()
+
+        def style(name: str):
+            # Old figures in the live colours read as live: stale ones are all drawn in the stale colour.
+            keep = name in ("engine--label", "engine--empty")
+            return self.get_component_rich_style(name if keep or not stale else "engine--stale")
+
         spark_w = max(6, min(24, self.content_region.width // 6))
-        out = Text(no_wrap=True, overflow="crop")
+        out = Text(no_wrap=True, overflow="crop", style=style("engine--stale") if stale else "")
         label, ok = style("engine--label"), style("engine--ok")
         last = self.history.scrapes[-1]
         # Row 1: requests, and the KV cache as a gauge with its history.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import re
 from collections.abc import Awaitable, Callable, Sequence
 
 from rich.style import Style
@@ -23,6 +24,15 @@ COLUMNS = ("host", "link", "data age", "units", "layout", "GPU memory", "health"
 PROMETHEUS_COLUMNS = ("host", "link", "data age", "engines", "GPU memory", "health")
 WIDTH = {"host": 14, "link": 5, "data age": 11, "units": 10, "layout": 22, "engines": 38, "GPU memory": 26,
          "health": 18}
+
+
+def failed_health(health: str) -> str:
+    """A failed host's health cell: a node's state is what matters, so it leads (`FAILED: dead node`)
+    and the head's own answer (`ready`), which hides it, is left out to fit the column."""
+    nodes = re.findall(r"\((\w+) node\)", health)
+    if nodes:
+        return "FAILED: " + ", ".join(f"{state} node" for state in dict.fromkeys(nodes))
+    return f"FAILED {health}"
 
 
 def cell(text: str, style: Style | str = "") -> Text:
@@ -127,7 +137,7 @@ class FleetTable(NotifiesWorkerErrors, DataTable):
         else:
             mem = "-"
         health_style = s("fleet--bad") if shown.failed else s("fleet--ok") if shown.health == "ready" else ""
-        health = cell(shown.health if not shown.failed else f"FAILED {shown.health}", health_style)
+        health = cell(shown.health if not shown.failed else failed_health(shown.health), health_style)
         if not summary.reachable:
             health = cell(summary.error or "unreachable", s("fleet--bad"))
         # A str cell is markup to a DataTable: every cell a host's words reach is a sanitised Text.

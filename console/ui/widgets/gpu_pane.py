@@ -97,6 +97,8 @@ class GpuPane(NotifiesWorkerErrors, Widget, can_focus=False):
         points = int(history_s / max(min(refresh_s, FAST_POLL_S), 0.1))
         self.history = GpuHistory(history_s=history_s, max_points=max(10, points))
         self.gpus_in_use: int | None = None
+        self.nodes = 1
+        """How many hosts the layout runs on, `gpus_in_use` on each."""
         """How many GPUs (from index 0) the running layout uses; the rest are dimmed."""
         self.expected_mib: int | None = None
         """What each of the layout's GPUs is expected to hold (gpu_health.expected_used_mib)."""
@@ -138,11 +140,13 @@ class GpuPane(NotifiesWorkerErrors, Widget, can_focus=False):
         self.refresh_stale()
         self.refresh(layout=True)
 
-    def set_gpus_in_use(self, count: int | None, expected_mib: int | None = None) -> None:
-        """The running layout's GPUs (from index 0) and what each is expected to hold, for the colours."""
-        if count != self.gpus_in_use or expected_mib != self.expected_mib:
+    def set_gpus_in_use(self, count: int | None, expected_mib: int | None = None, *, nodes: int = 1) -> None:
+        """The running layout's GPUs on this host (from index 0), what each is expected to hold, for the
+        colours, and over how many hosts the layout runs (`count` on each)."""
+        if count != self.gpus_in_use or expected_mib != self.expected_mib or nodes != self.nodes:
             self.gpus_in_use = count
             self.expected_mib = expected_mib
+            self.nodes = nodes
             self.refresh_stale()
             self.refresh()
 
@@ -167,6 +171,8 @@ class GpuPane(NotifiesWorkerErrors, Widget, can_focus=False):
         title = "GPU memory · util %"
         if self.gpus_in_use is not None and self.snapshot is not None:
             title += f" · layout uses {self.gpus_in_use} of {len(self.snapshot.gpus)}"
+            if self.nodes > 1:
+                title += f" here, {self.gpus_in_use * self.nodes} over {self.nodes} nodes"
         if stale:
             title += f" · STALE, data {age:.0f}s old" if age is not None else " · no data yet"
         self.border_title = title

@@ -43,6 +43,15 @@ def age_text(seconds: float | None) -> str:
     return f"{s // 3600}h{s % 3600 // 60:02d}m"
 
 
+#: The width of a row's label column.
+LABEL_W = 8
+
+
+def node_failed(view: ServiceView) -> bool:
+    """A service over several hosts with a dead node, or a node left running without its head."""
+    return view.group == "dead" or bool(view.orphans)
+
+
 class ServicePane(NotifiesWorkerErrors, Widget):
     """Polls the service's status in its own worker; failed shows in colour and in words."""
 
@@ -131,7 +140,7 @@ class ServicePane(NotifiesWorkerErrors, Widget):
 
     def _restyle(self) -> None:
         view = self.view
-        failed = view is not None and view.state is not None and view.state.is_failed
+        failed = view is not None and ((view.state is not None and view.state.is_failed) or node_failed(view))
         self.set_class(failed, "-failed")
         age = None if self.last_ok_at is None else self.clock() - self.last_ok_at
         stale = self.error is not None or (age is not None and age > max(3 * self.refresh_s, 5.0))
@@ -152,10 +161,19 @@ class ServicePane(NotifiesWorkerErrors, Widget):
         st = view.state
 
         def label(text: str) -> None:
-            out.append(f"{text:<8}", style=s("service--label"))
+            out.append(f"{text:<{LABEL_W}}", style=s("service--label"))
 
         died_quietly = st is not None and not st.is_failed and view.death is not None
-        if st is not None and (st.is_failed or died_quietly):
+        nodes_bad = node_failed(view) or view.group == "unresponsive"
+        if nodes_bad and not (st is not None and st.is_failed):  # the head runs, or nothing does: a node
+            out.append(" FAILED " if node_failed(view) else " DEGRADED ", style=s("service--banner"))
+            out.append(f" {'a node runs without its head' if view.orphans else f'a node is {view.group}'}",
+                       style=s("service--bad"))  # fmt: skip
+            out.append("\n")
+            label("")
+            out.append(self.recovery_keys(), style=s("service--bad"))
+            out.append("\n")
+        elif st is not None and (st.is_failed or died_quietly):
             out.append(" FAILED ", style=s("service--banner"))
             if died_quietly:  # vLLM exits 0 after its engine core dies: systemd says nothing failed
                 out.append(f" {shown(view.death or '')}", style=s("service--bad"))
@@ -175,7 +193,8 @@ class ServicePane(NotifiesWorkerErrors, Widget):
         elif st is None:
             out.append("inactive (no unit running)\n", style=s("service--dim"))
         else:
-            level = "service--bad" if st.is_failed else "service--ok" if st.active == "active" else "service--warn"
+            level = ("service--bad" if st.is_failed or node_failed(view) else "service--warn" if nodes_bad
+                     else "service--ok" if st.active == "active" else "service--warn")  # fmt: skip
             out.append(f"{st.active}/{st.sub or '-'}", style=s(level))
             out.append(f" · result {st.result or '-'}\n")
         label("since")
@@ -208,6 +227,8 @@ class ServicePane(NotifiesWorkerErrors, Widget):
             level = {"ready": "service--ok", "starting": "service--warn"}.get(h.status, "service--bad")
             out.append(h.status, style=s(level))
             detail = [f"HTTP {h.http_status}"] if h.http_status is not None else []
+            if h.status == "down" and h.error:  # why: timed out, refused; its first words fit the row
+                detail.append(shown(h.error.split(" (", 1)[0]))
             if self.health_is_stale(h.taken_at, h.status):
                 detail.append(f"{age_text(self.clock() - h.taken_at)} ago")
             if detail:
@@ -220,11 +241,18 @@ class ServicePane(NotifiesWorkerErrors, Widget):
         if view.group is not None and view.group != "alive":  # a head's 200 over a dead or wedged node
             label("nodes")
             out.append(f"{view.group.upper()} ", style=s("service--bad" if view.group == "dead" else "service--warn"))
-            out.append(shown(view.nodes[0] if view.nodes else ""), style=s("service--bad"))
-            out.append("\n")
+            self._wrapped(out, shown(view.nodes[0] if view.nodes else ""), s("service--bad"),
+                          first=len(view.group) + 1)  # fmt: skip
+        for orphan in view.orphans:  # a node's unit runs on while the head runs nothing: it holds its GPUs
+            label("orphan")
+            self._wrapped(out, shown(orphan), s("service--bad"))
         label("phase")  # its own row: a health reading with its age leaves no room beside it
         # another program answering a service that does not run is FAILED, whatever the journal said last
         phase = Phase.FAILED if view.phase == Phase.FAILED else self.phase_override or view.phase
+        if st is not None and not st.is_running and phase not in (Phase.READY, Phase.FAILED, Phase.STOPPED):
+            # a start-up phase is the journal's last word only while the unit runs: a worker that died
+            # after CUDA graphs (it never logs ready) is failed or stopped, not capturing for ever
+            phase = Phase.FAILED if st.is_failed or view.death is not None else Phase.STOPPED
         if phase is None:
             out.append("-", style=s("service--dim"))
         else:
@@ -232,6 +260,19 @@ class ServicePane(NotifiesWorkerErrors, Widget):
                      else "service--dim" if phase == Phase.STOPPED else "service--warn")
             out.append(phase.value.replace("_", " ").upper(), style=s(level))
         return out
+
+    def _wrapped(self, out: Text, text: str, style, *, first: int = 0) -> None:
+        """`text` after a row's label, wrapped at the pane's width under the label's column (the words
+        that say which node and why are never cut off)."""
+        import textwrap
+
+        width = max(20, self.size.width - LABEL_W)
+        lines = textwrap.wrap(text, width, initial_indent=" " * first, break_on_hyphens=False) or [""]
+        for n, line in enumerate(lines):
+            if n:
+                out.append(" " * LABEL_W)
+            out.append(line[first:] if n == 0 else line, style=style)
+            out.append("\n")
 
     def recovery_keys(self) -> str:
         """The keys that bring a failed service back, as the operator has them mapped."""

@@ -104,6 +104,23 @@ class SwitchPanel(Widget):
         self._final_result = result
         self.border_subtitle = "d hides this panel"
         self._render_status()
+        self.call_after_refresh(self._say_scroll_key)
+
+    def _say_scroll_key(self) -> None:
+        """A panel too short for its card and verdict says which key reaches the verdict."""
+        if self.finished and self.max_scroll_y > 0:
+            self.border_subtitle = "v: verdict · d hides this panel"
+
+    def toggle_verdict(self) -> None:
+        """Scroll to the verdict line (under the card on a narrow screen), or back to the top."""
+        if self.has_class("-hidden"):
+            return
+        if self.scroll_y < self.max_scroll_y:
+            self.scroll_to_widget(self.query_one("#switch-status"), animate=False, top=False)
+            if self.scroll_y < self.max_scroll_y:
+                self.scroll_end(animate=False)
+        else:
+            self.scroll_home(animate=False)
 
     # -- events --------------------------------------------------------------------------------------
     def on_switch_event(self, ev: SwitchEvent) -> None:

@@ -91,6 +91,8 @@ def run(args: argparse.Namespace) -> int:
     found = triager.finish()
     _place(found, recent, where)
     findings += found
+    # An exception its writer went on serving after is a note, not what ended the engine.
+    findings = [triager.revised.get(f.seq, f) if f.seq is not None else f for f in findings]
     top = triager.decisive()  # the last start's
     if args.json:
         _print_json(top, findings, where, starts)

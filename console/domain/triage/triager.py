@@ -36,7 +36,7 @@ from console.domain.triage.normalise import (
     open_block,
 )
 from console.domain.triage.open_world import end_of_log, open_world
-from console.domain.triage.root_cause import decisive
+from console.domain.triage.root_cause import decisive, outlived
 from console.domain.triage.signature_table import read_signature
 from console.domain.triage.signatures import clip
 from console.domain.triage.starts import BY_ENGINE, StartFindings, StartTracker
@@ -47,6 +47,8 @@ __all__ = ["Triager", "classify_line", "decisive", "parse_rank", "triage_lines"]
 _BLOCK_LINES = 400  # lines (of any writer) after which an open traceback is dropped: its end never came
 _MAX_OPEN_BLOCKS = 64
 _TAIL_LINES = 40  # lines (of any writer) after a traceback's final line that may continue its message
+#: Lines only a serving engine writes: an answered request (uvicorn's access line), a batch, its throughput.
+_SERVING = ('HTTP/1.1" 2', "Decode batch", "Prefill batch", "Avg prompt throughput", "Avg generation throughput")
 
 class Triager:
     """Reads a log stream line by line and reports each failure once per rank.
@@ -70,6 +72,8 @@ class Triager:
         self._prev = ""
         self._wrap = WrapReader()  # lines a terminal hard-wrapped (wraps.py)
         self._count = 0
+        self._unserved: list[Finding] = []  # open-world exceptions no serving line of their writer followed yet
+        self.revised: dict[int, Finding] = {}  # seq -> a finding reported fatal, then outlived (every start)
         self.start = StartTracker()
 
     @property
@@ -85,6 +89,7 @@ class Triager:
         self._found.clear()
         self._pending = None
         self._loose = None
+        self._unserved.clear()
         self._wrap.joined = None
 
     def feed(self, line: str, ts: float | None = None, systemd: bool | None = None) -> list[Finding]:
@@ -110,6 +115,8 @@ class Triager:
             out = self.finish() if began == BY_ENGINE else self._flush()
             self.reset()
             return out
+        if self._unserved and any(words in line for words in _SERVING):
+            self._went_on_serving(split_header(line.rstrip("\r\n"), deep=True).rank)
         ordinary = not may_match(line)
         if self._count & 15 == 0 and (self._blocks or self._tails):
             self._expire()
@@ -272,7 +279,21 @@ class Triager:
         if finding is None or not self._found.add(finding := in_engine_terms(finding, self.engine)):
             return []
         self.start.note(finding)
+        if finding.cls in (FindingClass.ENGINE_ERROR, FindingClass.TRACEBACK):
+            self._unserved.append(finding)
         return [finding]
+
+    def _went_on_serving(self, rank: str | None) -> None:
+        """The writer of an open-world exception went on serving after it: the exception did not end the
+        process (aiohttp's or a handler's error of one request), so it is a note that explains no death."""
+        for finding in [f for f in self._unserved if f.rank == rank]:
+            self._unserved.remove(finding)
+            history = self._found.history
+            at = next((i for i, f in enumerate(history) if f is finding), None)
+            if at is not None:
+                history[at] = outlived(finding)
+                if finding.seq is not None and len(self.revised) < 4096:
+                    self.revised[finding.seq] = history[at]
 
     # -- the end of a log, and its decisive finding -------------------------------------------------
 

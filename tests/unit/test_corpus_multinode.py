@@ -17,11 +17,20 @@ from pathlib import Path
 import pytest
 
 from console.domain.models import Finding
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_corpus import triage_file  # noqa: E402
+from console.domain.triage.triager import Triager
 
 CORPUS = Path(__file__).resolve().parent.parent / "corpus" / "multinode"
 FAILURE_BAR = 0.80
+
+
+def triage_file(path: Path) -> Finding | None:
+    """The decisive finding of one log, read as a stream to its end (as tests/unit/test_corpus.py reads)."""
+    triager = Triager()
+    with path.open(encoding="utf-8", errors="replace") as stream:
+        for line in stream:
+            triager.feed(line)
+    triager.finish()
+    return triager.decisive()
 
 
 def _labels() -> list[dict]:

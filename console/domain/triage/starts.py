@@ -16,6 +16,7 @@ so what it was in the middle of (a traceback cut off) is read as the end of a lo
 from __future__ import annotations
 
 from console.domain.log_origin import (
+    INTERRUPTED,
     STOP_MARK,
     STOPPING,
     SYSTEMD_STARTED,
@@ -101,8 +102,8 @@ class StartTracker:
             seq: Its number in the stream.
             systemd: Whether systemd wrote it, as its journal entry says; None for a pasted log.
         """
-        if STOP_MARK in line or STOPPING in line:
-            self.stopping = self.stopping or asks_to_stop(line, systemd)
+        if not self.stopping and (STOP_MARK in line or STOPPING in line or any(w in line for w in INTERRUPTED)):
+            self.stopping = asks_to_stop(line, systemd)
         if (SYSTEMD_STARTED not in line and "server_args=" not in line and "server version" not in line
                 and "█  version" not in line):
             if not self._content:

@@ -19,6 +19,12 @@ from console.domain.models import FindingClass as C
 #: Tiers, root first: a cause in the engine's resources or inputs; a collective or crash that other
 #: causes can provoke; an exception nothing else names; the engine's or systemd's summary of a death.
 ROOT, COLLATERAL, OPEN, SUMMARY = 0, 1, 2, 3
+#: A CUDA OOM while the weights were loading: they do not fit the layout, and no memory flag changes that
+#: (--mem-fraction-static and --gpu-memory-utilization size what comes after the weights). A switch that
+#: knows its fit says it with figures (ops/switch/failure_text.py).
+WEIGHTS_OOM_HINT = ("the GPU ran out of memory while the weights were loading: they do not fit this layout, so "
+                    "no memory flag helps; spread them over more GPUs (TP, PP or EP) or use a smaller or "
+                    "quantized checkpoint")
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,7 +154,13 @@ CATALOGUE: dict[C, Entry] = {
         "KV transfer between prefill and decode failed", "the disaggregated servers cannot move KV cache: "
         "check each reaches the other's bootstrap/transfer port and RDMA devices (Mooncake: its metadata "
         "server and IB device; NIXL: VLLM_NIXL_SIDE_CHANNEL_HOST and UCX), and that both run the same "
-        "model and layout", ROOT),
+        "model and layout", ROOT, {
+            Engine.SGLANG: "the disaggregated servers cannot move KV cache: check each reaches the other's "
+            "bootstrap port and RDMA devices (--disaggregation-ib-device, Mooncake's metadata server), and "
+            "that both run the same model and layout",
+            Engine.VLLM: "the disaggregated servers cannot move KV cache: check each reaches the other's side "
+            "channel (VLLM_NIXL_SIDE_CHANNEL_HOST/PORT) and RDMA devices (UCX, Mooncake), and that both run "
+            "the same model and layout"}),
     C.ENGINE_DIED: Entry(
         "an engine process died", "a process of the engine ended without an error of its own: killed (the "
         "host's OOM killer, kill -9) or crashed in native code; `journalctl -k` shows the OOM killer; restart "

@@ -20,7 +20,7 @@ from dataclasses import replace
 from console.domain.log_origin import by_systemd, is_request_text, names_a_unit
 from console.domain.models import Engine, Finding, FindingClass
 from console.domain.rank import LineHeader, parse_rank, split_header
-from console.domain.triage.catalogue import in_engine_terms
+from console.domain.triage.catalogue import WEIGHTS_OOM_HINT, in_engine_terms
 from console.domain.triage.classify import MAX_LINE_CHARS, QUIET_LEVELS, classify_line, finding_of, may_match
 from console.domain.triage.normalise import (
     FRAME_MARKER,
@@ -47,6 +47,9 @@ __all__ = ["Triager", "classify_line", "decisive", "parse_rank", "triage_lines"]
 _BLOCK_LINES = 400  # lines (of any writer) after which an open traceback is dropped: its end never came
 _MAX_OPEN_BLOCKS = 64
 _TAIL_LINES = 40  # lines (of any writer) after a traceback's final line that may continue its message
+#: The engines' words as the weights begin and end loading (SGLang's, vLLM's, and the shards' progress bar).
+_LOAD_BEGINS = ("Load weight begin", "Starting to load model", "Loading safetensors checkpoint shards:   0%")
+_LOAD_ENDS = ("Load weight end", "Loading weights took", "Model loading took")
 #: Lines only a serving engine writes: an answered request (uvicorn's access line), a batch, its throughput.
 _SERVING = ('HTTP/1.1" 2', "Decode batch", "Prefill batch", "Avg prompt throughput", "Avg generation throughput")
 
@@ -72,6 +75,7 @@ class Triager:
         self._prev = ""
         self._wrap = WrapReader()  # lines a terminal hard-wrapped (wraps.py)
         self._count = 0
+        self._loading_weights = False  # between the engine's words that the weights begin and end loading
         self._unserved: list[Finding] = []  # open-world exceptions no serving line of their writer followed yet
         self.revised: dict[int, Finding] = {}  # seq -> a finding reported fatal, then outlived (every start)
         self.start = StartTracker()
@@ -90,6 +94,7 @@ class Triager:
         self._pending = None
         self._loose = None
         self._unserved.clear()
+        self._loading_weights = False
         self._wrap.joined = None
 
     def feed(self, line: str, ts: float | None = None, systemd: bool | None = None) -> list[Finding]:
@@ -115,6 +120,11 @@ class Triager:
             out = self.finish() if began == BY_ENGINE else self._flush()
             self.reset()
             return out
+        if "oad" in line:
+            if any(words in line for words in _LOAD_BEGINS):
+                self._loading_weights = True
+            elif any(words in line for words in _LOAD_ENDS):
+                self._loading_weights = False
         if self._unserved and any(words in line for words in _SERVING):
             self._went_on_serving(split_header(line.rstrip("\r\n"), deep=True).rank)
         ordinary = not may_match(line)
@@ -276,6 +286,8 @@ class Triager:
     def _report(self, finding: Finding | None) -> list[Finding]:
         if finding is not None and finding.fatal and self.start.stopping:
             finding = replace(finding, fatal=False)
+        if finding is not None and finding.cls is FindingClass.CUDA_OOM and self._loading_weights:
+            finding = replace(finding, hint=WEIGHTS_OOM_HINT)  # no memory flag helps weights that do not fit
         if finding is None or not self._found.add(finding := in_engine_terms(finding, self.engine)):
             return []
         self.start.note(finding)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from console.commands.probe_output import summary_lines
 from console.commands.results import human
 from console.config.loader import load_config
 from console.ops.explore.probe_load import ProbeOptions
@@ -32,6 +33,7 @@ def test_a_level_through_a_stall_is_failed_with_why():
     assert line["outcome"] == "failed" and line["max_itl_ms"] == 142646.0
     assert line["why"].startswith("stalled: a stream went 142.6 s without a token (max ITL 142646 ms")
     assert _level("TP8", 8, 1.0, gap_s=2.0).to_json()["why"] is None  # a slow step is no stall
+    assert summary_lines(stalled)[-2].startswith("FAILED level, stored failed: stalled: a stream went 142.6 s")
 
 
 def test_results_never_merges_a_stalled_level_and_says_why(tmp_path):

@@ -28,6 +28,8 @@ def _decisive(lines: list[str], engine: Engine | None = None):
     ("DeepEP dispatch NVL receiver timeout, channel: 0, RDMA: 0, nvl: 7, src RDMA: 1, src nvl: 1, start: 0, end: 0",
      C.DEEPEP_TIMEOUT, "another expert-parallel rank"),
     ("RuntimeError: DeepEP error: CPU recv timeout", C.DEEPEP_TIMEOUT, "CPU recv timeout"),
+    ("[2026-01-02 10:00:00 DP1 TP0] Scheduler watchdog timeout (self.watchdog_timeout=300, self.soft=False)",
+     C.ENGINE_WATCHDOG, "300 s"),
     ("[rank1]:[E528 08:52:46.164295950 ProcessGroupGloo.cpp:145] Gloo connectFullMesh failed with "
      "[/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:144] no error", C.GLOO, "connectFullMesh"),
     ("ERROR 08-28 06:06:54 [core.py:502] TimeoutError: RPC call to execute_model timed out.", C.ENGINE_WATCHDOG,
@@ -46,6 +48,7 @@ def test_each_kind_is_named_for_what_it_is(line, cls, words):
 
 @pytest.mark.parametrize("line", [
     "WARN: init failed for remote transport: ibrc",  # NVSHMEM may do without one transport
+    "[2026-01-02 10:00:00 TP0] Scheduler watchdog timeout (self.watchdog_timeout=60, self.soft=True)",  # dump only
     "[2025-11-05 16:39:09 TP0] Decode transfer failed for request rank=0 decode_req.req.rid='78fd' with "
     "exception KVTransferError(bootstrap_room=47): Aborted by AbortReq.",  # the client aborted it
     "host-1:14135:14135 [2] NCCL WARN NET/Plugin: Could not find: libnccl-net.so.",

@@ -94,7 +94,7 @@ SIGNATURES: tuple[Signature, ...] = (
     Signature(C.KV_TRANSFER, dist.KV_TRANSFER_NEEDLES, dist.kv_transfer),
     Signature(C.KV_TRANSFER, ("Handshake with ",), dist.handshake),
     Signature(C.DEEPEP_TIMEOUT, ("DeepEP",), dist.deepep_timeout),
-    Signature(C.ENGINE_WATCHDOG, ("Watchdog timeout (self.watchdog_timeout=", "RPC call to "), dist.engine_watchdog),
+    Signature(C.ENGINE_WATCHDOG, ("atchdog timeout (self.watchdog_timeout=", "RPC call to "), dist.engine_watchdog),
     Signature(C.GLOO, ("connectFullMesh failed", "gloo/", "ProcessGroupGloo"), dist.gloo),
     Signature(C.NCCL_TIMEOUT, ("Watchdog caught collective operation timeout", "watchdog got stuck"),
               known.nccl_timeout, ("collective operation timeout",)),

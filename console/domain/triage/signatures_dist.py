@@ -20,7 +20,9 @@ _NVSHMEM_FATAL = (
     "initialization failed", "Unable to initialize any transports", "called before NVSHMEM initialization",
     "nvshmemi_init_thread", "detect topo failed", "setup connections failed", "transport map failed",
 )
-_SGLANG_WATCHDOG = re.compile(r"Watchdog timeout \(self\.watchdog_timeout=(?P<s>[\d.]+)\)")
+#: `Watchdog timeout (self.watchdog_timeout=300)`, since late 2025 `Scheduler watchdog timeout
+#: (self.watchdog_timeout=300, self.soft=False)`; a soft one (`--soft-watchdog-timeout`) only dumps.
+_SGLANG_WATCHDOG = re.compile(r"atchdog timeout \(self\.watchdog_timeout=(?P<s>[\d.]+)(?:, self\.soft=(?P<soft>\w+))?\)")
 _VLLM_RPC = re.compile(r"RPC call to (?P<method>\w{1,60}) timed out")
 #: A KV transfer's own words of failure, in SGLang's disaggregation, Mooncake and vLLM's connectors.
 KV_TRANSFER_NEEDLES = (
@@ -73,6 +75,9 @@ def engine_watchdog(text: str, rank: str | None) -> Reading | None:
     """The engine's own watchdog gave up on a forward that made no progress, and the engine died of it:
     SGLang's scheduler watchdog, vLLM's RPC to its workers."""
     m = _SGLANG_WATCHDOG.search(text)
+    if m is not None and m["soft"] == "True":
+        return Reading(f"SGLang's soft watchdog: a forward batch made no progress for {m['s']} s (dumped, not killed)",
+                       fatal=False)
     if m is not None:
         return Reading(f"SGLang's watchdog fired: a forward batch made no progress for {m['s']} s, so the "
                        "engine killed itself", certain=True)

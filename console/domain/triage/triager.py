@@ -36,7 +36,7 @@ from console.domain.triage.normalise import (
     open_block,
 )
 from console.domain.triage.open_world import end_of_log, open_world
-from console.domain.triage.root_cause import decisive, outlived
+from console.domain.triage.root_cause import CAUSE_WINDOW_LINES, decisive, outlived
 from console.domain.triage.signature_table import read_signature
 from console.domain.triage.signatures import clip
 from console.domain.triage.starts import BY_ENGINE, StartFindings, StartTracker
@@ -120,15 +120,17 @@ class Triager:
             out = self.finish() if began == BY_ENGINE else self._flush()
             self.reset()
             return out
-        if "oad" in line:
+        if "oad" in line and ("Load" in line or "load" in line):
             if any(words in line for words in _LOAD_BEGINS):
                 self._loading_weights = True
             elif any(words in line for words in _LOAD_ENDS):
                 self._loading_weights = False
-        if self._unserved and any(words in line for words in _SERVING):
+        if self._unserved and ('" 2' in line or "batch" in line or "throughput" in line) and any(
+            words in line for words in _SERVING
+        ):
             self._went_on_serving(split_header(line.rstrip("\r\n"), deep=True).rank)
         ordinary = not may_match(line)
-        if self._count & 15 == 0 and (self._blocks or self._tails):
+        if self._count & 15 == 0 and (self._blocks or self._tails or self._unserved):
             self._expire()
         if ordinary and self._pending is None and not rest:
             return []  # the common case: no gate, and no message that this line may continue
@@ -191,6 +193,8 @@ class Triager:
             del self._blocks[stream]
         for stream in [k for k, t in self._tails.items() if self._count - t[1] > _TAIL_LINES]:
             del self._tails[stream]
+        # An exception this far back explains no death any more (root_cause.CAUSE_WINDOW_LINES).
+        self._unserved = [f for f in self._unserved if f.seq is None or self._count - f.seq <= CAUSE_WINDOW_LINES]
 
     def _continue_block(
         self, block: Block, line: str, header: LineHeader, ts: float | None

@@ -5,7 +5,7 @@ multi-node and EP failures, and no fatal finding on a stop that was asked for. A
 the decisive finding is fatal and names the label's class (the truth: `nvshmem_init`, not the open world's
 `engine_error`); a stop when no finding is fatal.
 
-    .venv/bin/python tests/unit/test_corpus_multinode.py [tune|holdout]   # the per-class table
+    .venv/bin/python tests/unit/test_corpus_multinode.py [tune|holdout|round N]   # the per-class table
 """
 
 from __future__ import annotations
@@ -43,10 +43,11 @@ def _right(label: dict, found: Finding | None) -> bool:
     return found is not None and found.fatal and found.cls.value == label["class"]
 
 
-def score(split: str) -> list[tuple[dict, Finding | None, bool]]:
+def score(split: str, held_out_in: int | None = None) -> list[tuple[dict, Finding | None, bool]]:
+    """Every log of one split, or with `held_out_in` of one round's held-out set."""
     out = []
     for label in _labels():
-        if label["split"] == split:
+        if (label["split"] == split) if held_out_in is None else (label.get("held_out_in") == held_out_in):
             found = triage_file(CORPUS / "logs" / label["file"])
             out.append((label, found, _right(label, found)))
     return out
@@ -84,4 +85,6 @@ def test_split_meets_the_bars(split):
 
 
 if __name__ == "__main__":
-    print(table(score(sys.argv[1] if len(sys.argv) > 1 else "tune")))
+    # `tune`, `holdout`, or `round N`: one round's held-out set.
+    _split = sys.argv[1] if len(sys.argv) > 1 else "tune"
+    print(table(score(_split, int(sys.argv[2]) if _split == "round" else None)))

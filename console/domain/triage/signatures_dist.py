@@ -29,6 +29,7 @@ KV_TRANSFER_NEEDLES = (
     "KVTransferError", "Mooncake transfer failed", "Failed to transfer KV", "NIXL transfer failure",
     "NIXL agent engine ID mismatch", "Handshake failed for request", "NIXL_ERR_", "Transfer Return Error",
     "Failed to send kv chunk", "Failed to get kvcache", "Failed to connect to segment", "metadata not found",
+    "Process failed for slice",  # Mooncake's RDMA worker (`transport retry counter exceeded`: the peer never acknowledged)
 )
 
 

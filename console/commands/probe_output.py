@@ -80,5 +80,7 @@ def summary_lines(result: ProbeResult) -> list[str]:
         lines.append(f"({s.whole_streams} of {s.completed} streams came in one read: this machine kept the client "
                      "from reading as they streamed; their TTFT and TPOT are not the engine's)")
     lines += [f"failed: {e}" for e in s.errors]
+    if s.why:
+        lines.append(f"FAILED level, stored failed: {s.why}")
     lines.append("=" * 50)
     return [shown(line) for line in lines]  # the model id and the errors are the server's text

@@ -47,11 +47,18 @@ def human(res) -> list[str]:
         ttft = "-" if top is None else f"{_num(r.at(top, 'median_ttft_ms'), 0)}/{_num(r.at(top, 'p99_ttft_ms'), 0)}"
         rows.append(["*" if r.best else "", r.layout, _num(r.c1_per_user)]
                     + [_num(r.at(c, "output_throughput")) for c in levels]
-                    + [ttft + (f" @c={top}" if top else ""), _num(r.at(top, "mean_tpot_ms") if top else None),
-                       _num(r.headroom_gib, 2), r.outcome or "-", _when(r.when)])  # fmt: skip
+                    + [ttft + (f" @c={top}" if top else ""),
+                       _num(r.at(top, "mean_tpot_ms") if top else None) + (f" @c={top}" if top and res.mixed_tops else ""),
+                       _num(r.headroom_gib, 2), (r.outcome or "-") + (" (stalled)" if r.why else ""),
+                       _when(r.when)])  # fmt: skip
     widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
     lines = [f"{res.host}/{res.service}  (best by {res.pick}: {res.best or 'none measured'})"]
     lines += ["  " + "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows]
+    if res.mixed_tops:
+        tops = ", ".join(f"c={r.top} for {r.layout}" for r in res.rows if r.top is not None)
+        lines.append(f"  note: TTFT and TPOT are at each layout's top concurrency ({tops}): a higher concurrency "
+                     "costs TPOT, so compare them at one concurrency (probe each layout at the same levels)")
+    lines += [f"  {r.layout}: {r.why}" for r in res.rows if r.why]
     if res.pareto:
         lines.append("  Pareto frontier (tok/s per user vs tok/s per GPU):")
         lines += [f"    {p.layout:<10} c={p.concurrency:<4} {p.tokens_per_s_per_user:8.1f} tok/s/user "

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from collections import deque
 from collections.abc import Iterable, Iterator
@@ -25,8 +26,10 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import IO, Any
 
-from console.domain.models import Engine, Finding, Phase
+from console.domain.models import Engine, Finding, FindingClass, Phase
 
+#: `serve-console tail`'s mark under a line with findings: `>> cuda_oom TP2 EP1: CUDA OOM on GPU 2 ...`.
+_TAIL_MARK = re.compile(r">> (?:" + "|".join(c.value for c in FindingClass) + r")(?: [\w ]{1,40})?: ")
 #: Longer lines are read in pieces of this many bytes, so one endless line cannot exhaust memory.
 MAX_LINE_BYTES = 4 << 20
 
@@ -75,6 +78,8 @@ def run(args: argparse.Namespace) -> int:
         with _open(path) as stream:
             for number, line in _lines(stream):
                 lines = number
+                if _TAIL_MARK.match(line):
+                    continue  # `serve-console tail`'s mark of a finding on the line above: tail's words, not the log's
                 if tracker is None and (guess := guess_engine(line)) is not None:
                     tracker = PhaseTracker(guess)
                 if tracker is not None:
@@ -88,9 +93,13 @@ def run(args: argparse.Namespace) -> int:
                 findings += found
     except OSError as exc:
         raise UsageError(f"{path}: {exc.strerror or exc}") from None
+    if lines == 0:
+        raise UsageError(f"{'stdin' if path == '-' else path}: the log is empty: nothing to triage")
     found = triager.finish()
     _place(found, recent, where)
     findings += found
+    # An exception its writer went on serving after is a note, not what ended the engine.
+    findings = [triager.revised.get(f.seq, f) if f.seq is not None else f for f in findings]
     top = triager.decisive()  # the last start's
     if args.json:
         _print_json(top, findings, where, starts)

@@ -44,6 +44,12 @@ SYSTEMD_STARTED = "Started "
 #: fails after it (vLLM 0.32's output handler logs EngineDeadError on every clean stop) is the stop's doing.
 STOP_MARK = "[shutdown] API server: shutdown triggered"
 STOPPING = "Stopping "
+#: Words of a process that was sent SIGINT or SIGTERM (a terminal's Ctrl-C echoed as `^C`, Python's
+#: KeyboardInterrupt, vLLM's `received signal=SIGINT`, abseil's `*** SIGTERM received`, a native runtime's
+#: `Signal Received: 15`): only an operator or a supervisor sends those, so what fails after them is the
+#: stop's doing (a multiprocessing engine's workers `died, exit code: -15`, its CRITICAL shutdown lines).
+INTERRUPTED = ("KeyboardInterrupt", "^C", "received signal=SIGINT", "received signal=SIGTERM", "SIGTERM received",
+               "Received SIGTERM", "Signal Received: 15", "Signal Received: 2 ")
 
 
 def is_logged_request(payload: str) -> bool:
@@ -92,8 +98,14 @@ def opens_engine_start(payload: str) -> bool:
 
 
 def asks_to_stop(line: str, systemd: bool | None) -> bool:
-    """Whether a line says a stop was asked for: vLLM's `shutdown triggered`, or systemd's `Stopping ...`."""
+    """Whether a line says a stop was asked for: vLLM's `shutdown triggered`, systemd's `Stopping ...`, or
+    a process interrupted by SIGINT or SIGTERM (INTERRUPTED)."""
     header = split_header(line, deep=True)
-    if header.payload.startswith(STOPPING):
+    payload = header.payload
+    if payload.startswith(STOPPING):
         return by_systemd(header, systemd)
-    return STOP_MARK in header.payload and not is_request_text(header.payload)
+    if is_request_text(payload) or systemd:
+        return False
+    if STOP_MARK in payload or payload.startswith(("KeyboardInterrupt", "^C")):
+        return True
+    return any(words in payload for words in INTERRUPTED[2:])

@@ -156,6 +156,11 @@ class FindingClass(enum.StrEnum):
     MAX_MODEL_LEN = "max_model_len"
     DISK_FULL = "disk_full"
     GPU_XID = "gpu_xid"
+    NVSHMEM_INIT = "nvshmem_init"  # NVSHMEM (DeepEP's transport) could not initialise
+    DEEPEP_TIMEOUT = "deepep_timeout"  # DeepEP's dispatch/combine waited in vain for another EP rank
+    GLOO = "gloo"  # Gloo, the CPU process group, could not reach another rank
+    ENGINE_WATCHDOG = "engine_watchdog"  # the engine's own watchdog gave up on a hung forward and killed it
+    KV_TRANSFER = "kv_transfer"  # a disaggregated deployment's KV cache could not move (Mooncake, NIXL)
     ENGINE_DIED = "engine_died"  # an engine process gone without an error of its own (a kill, a native crash)
     ENGINE_ERROR = "engine_error"  # a fatal end no signature names: the exception, signal or abort itself
     UNIT_FAILED = "unit_failed"

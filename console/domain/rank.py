@@ -22,6 +22,8 @@ _SYSLOG = re.compile(
 # (A host name holds no colon: `<time> torch._dynamo.exc.XError: RuntimeError: ...` is a timestamped
 # chained exception, not a syslog line.)
 # journald's identifier alone (`journalctl -o cat` pasted with it, or a trimmed paste): "python[1234]: ".
+#: `serve-console tail`'s own prefix: the entry's local time to the millisecond, and its unit.
+_TAIL = re.compile(r"\d\d:\d\d:\d\d\.\d{3} (?P<unit>[\w@.:\\-]{1,256}\.(?:service|scope)): ")
 _IDENT = re.compile(r"(?P<ident>[A-Za-z_][\w.-]{0,63})\[(?P<pid>\d{1,9})\]: ")
 # docker compose: "vllm-1  | " (the service name, padded, and a bar).
 _COMPOSE = re.compile(r"(?P<svc>[A-Za-z0-9][\w.-]{0,63}) +\| ")
@@ -126,6 +128,8 @@ def split_header(line: str, *, deep: bool = False) -> LineHeader:
         ident = m.group("ident")
         pid = int(m.group("pid")) if m.group("pid") else None
         stream = f"{ident}[{pid}]" if pid is not None else ident
+    elif line[2:3] == ":" and (m := _TAIL.match(line)):  # tail's line keeps no writer: its shape decides, as -o cat
+        pos = m.end()
     for _ in range(_MAX_PREFIXES):
         if m := _VLLM_PROC.match(line, pos):
             pid = int(m.group("pid"))

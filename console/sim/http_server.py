@@ -244,29 +244,32 @@ class EngineHttp:
                    **(self.opening_fields(chat) if opening else {})}
             await response.write(f"data: {self.chunk_json(doc)}\n\n".encode())
 
-        # As SGLang streams: a chat stream opens with a role-only chunk (empty content); the last token's
-        # chunk carries finish_reason; with stream_options.include_usage a last chunk has no choices
-        # and the usage.
-        if chat:
-            await send({"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None,
-                        "finish_reason": None}, opening=True)
-        elif self.opens_with_empty_text:
-            await send({"index": 0, "text": "", "logprobs": None, "finish_reason": None}, opening=True)
-        sent = 0
-        async with self._tokens(prompt_tokens, max_tokens) as tokens:
-            async for token in tokens:
-                sent += 1
-                finish = "length" if sent == max_tokens else None
-                if chat:
-                    await send({"index": 0, "delta": {"content": token}, "logprobs": None,
-                                "finish_reason": finish})
-                else:
-                    await send({"index": 0, "text": token, "logprobs": None, "finish_reason": finish})
-        options = body.get("stream_options")
-        if isinstance(options, dict) and options.get("include_usage"):
-            doc = {"id": rid, "object": chunk_kind, "created": created, "model": model, "choices": [],
-                   "usage": usage, **self.usage_fields()}
-            await response.write(f"data: {self.chunk_json(doc)}\n\n".encode())
-        await response.write(b"data: [DONE]\n\n")
-        await response.write_eof()
+        try:
+            # As SGLang streams: a chat stream opens with a role-only chunk (empty content); the last token's
+            # chunk carries finish_reason; with stream_options.include_usage a last chunk has no choices
+            # and the usage.
+            if chat:
+                await send({"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None,
+                            "finish_reason": None}, opening=True)
+            elif self.opens_with_empty_text:
+                await send({"index": 0, "text": "", "logprobs": None, "finish_reason": None}, opening=True)
+            sent = 0
+            async with self._tokens(prompt_tokens, max_tokens) as tokens:
+                async for token in tokens:
+                    sent += 1
+                    finish = "length" if sent == max_tokens else None
+                    if chat:
+                        await send({"index": 0, "delta": {"content": token}, "logprobs": None,
+                                    "finish_reason": finish})
+                    else:
+                        await send({"index": 0, "text": token, "logprobs": None, "finish_reason": finish})
+            options = body.get("stream_options")
+            if isinstance(options, dict) and options.get("include_usage"):
+                doc = {"id": rid, "object": chunk_kind, "created": created, "model": model, "choices": [],
+                       "usage": usage, **self.usage_fields()}
+                await response.write(f"data: {self.chunk_json(doc)}\n\n".encode())
+            await response.write(b"data: [DONE]\n\n")
+            await response.write_eof()
+        except ConnectionResetError:
+            pass  # the client hung up mid-stream: uvicorn, the real engines' server, says nothing of it
         return response

@@ -7,15 +7,17 @@ and in the CLI's verdict; a hint names only the flags of the service's own engin
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 import pytest
 
 from console.commands.switch_output import verdict_lines
 from console.domain.models import Engine, Finding, FindingClass, JournalEntry
-from console.domain.triage.catalogue import CATALOGUE, hint_for
+from console.domain.triage.catalogue import CATALOGUE, WEIGHTS_OOM_HINT, hint_for
 from console.domain.triage.triager import Triager
 from console.hosts.journal_hub import JournalHub
 from console.ops.switch import SwitchResult, failure_rows
+from console.ops.switch.failure_text import with_advice
 from console.ops.switch.orchestrate import switch_layout
 
 SGLANG_ONLY = {"--mem-fraction-static", "--context-length", "--cuda-graph-max-bs", "--disable-cuda-graph",
@@ -97,3 +99,48 @@ async def test_a_forced_weights_oom_names_the_layouts_that_fit_on_the_card_and_t
     text = "\n".join(cli)
     assert "--gpu-memory-utilization" not in text and "lower --mem-fraction-static" not in text
     assert not _flags(result.failure.hint) & VLLM_ONLY  # the SGLang service's own flags only
+    # Issue 30 B4: `switch --json`'s failure.hint says what the card says, not "lower --mem-fraction-static".
+    hint = "the weights alone need 141.69 GiB per GPU; layouts that fit: EP8, TP8 (serve-console switch LAYOUT)"
+    assert result.failure.hint == hint and result.to_json()["failure"]["hint"] == hint
+
+
+LOAD_BEGIN = "[2026-05-26 00:06:10 TP2] Load weight begin. avail mem=94.50 GB"
+
+
+@pytest.mark.parametrize("engine", [Engine.SGLANG, Engine.VLLM, None])
+def test_an_oom_while_the_weights_load_gets_no_memory_flag(engine):
+    # Issue 30 B4: the phase is known from the engine's own words, so the advice is the fit's from the first frame.
+    triager = Triager(engine)
+    triager.feed(LOAD_BEGIN)
+    (oom,) = triager.feed(OOM)
+    assert oom.hint == WEIGHTS_OOM_HINT
+    assert not _flags(oom.hint), oom.hint  # no --mem-fraction-static, no --gpu-memory-utilization
+    after = Triager(engine)  # once they have loaded, an OOM is the memory settings' again
+    for line in (LOAD_BEGIN, "[2026-05-26 00:06:15 TP2] Load weight end. type=X, avail mem=20.00 GB", OOM):
+        found = after.feed(line)
+    assert found[0].hint == hint_for(FindingClass.CUDA_OOM, engine)
+
+
+async def test_the_hub_says_so_too_for_the_watch_and_its_alerts():
+    class Loading:
+        async def journal(self, unit, *, after_cursor=None, follow=True, lines=None):
+            yield JournalEntry("c0", 0.0, unit, LOAD_BEGIN)
+            yield JournalEntry("c1", 0.0, unit, OOM)
+
+    hub = JournalHub(lambda: Loading())
+    reads = [read async for read in hub.subscribe("u.service", engine=Engine.SGLANG)]
+    assert [f.hint for read in reads for f in read.findings] == [WEIGHTS_OOM_HINT]
+    await hub.close()
+
+
+def test_a_switch_knows_the_figures_and_puts_them_in_the_findings_hint():
+    fit = {"weights_gib_per_gpu": 141.69, "gpu_mem_gib": 94.97, "verdict": "oom", "fits_instead": ["EP8", "TP8"]}
+    failure = Finding(FindingClass.CUDA_OOM, OOM, "CUDA OOM on GPU 2", "TP2", True, hint=WEIGHTS_OOM_HINT)
+    result = with_advice(SwitchResult(host="h", service="s", layout="TP4 EP2", outcome="failed", failure=failure,
+                                      fit=fit))
+    hint = "the weights alone need 141.69 GiB per GPU; layouts that fit: EP8, TP8 (serve-console switch LAYOUT)"
+    assert result.failure.hint == hint and result.to_json()["failure"]["hint"] == hint
+    # The fit thought they fit, yet the GPU ran out while they loaded: the figure, and no memory flag.
+    small = {"weights_gib_per_gpu": 73.22, "gpu_mem_gib": 94.97, "verdict": "fits"}
+    told = with_advice(replace(result, fit=small)).failure.hint
+    assert told.startswith("the weights alone need 73.22 GiB per GPU, and the GPU ran out") and not _flags(told)

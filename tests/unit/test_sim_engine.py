@@ -438,3 +438,30 @@ def test_cuda_device_mapping_follows_cuda_visible_devices() -> None:
     assert cuda_devices(("GPU-",), 8, uuids) == []  # an ambiguous prefix names no card
     assert [r.gpu for r in build_ranks(Layout(tp=4), base_gpu_id=4)] == [4, 5, 6, 7]
     assert [r.index for r in build_ranks(Layout(tp=4), base_gpu_id=4)] == [0, 1, 2, 3]
+
+
+def test_a_client_hanging_up_mid_stream_prints_no_traceback(tmp_path: Path) -> None:
+    """Issue 30 E21: uvicorn (the real engines' server) prints nothing when a client hangs up mid-stream;
+    the simulated engine's aiohttp printed an `Error handling request` traceback, which triage then read
+    as an exception of a running engine and, at a later SIGKILL, as its cause."""
+    eng = EngineProcess(tmp_path / "ledger", "--tp-size", "8", "--enable-metrics")
+    try:
+        eng.wait_for("The server is fired up and ready to roll!", timeout_s=60)
+        for _ in range(2):  # a second hang-up too: aiohttp reports the write to a closing transport
+            conn = http.client.HTTPConnection("127.0.0.1", eng.port, timeout=5)
+            conn.request("POST", "/v1/completions", body=json.dumps({"prompt": "x", "max_tokens": 5000,
+                                                                     "stream": True}))
+            assert conn.getresponse().readline().startswith(b"data: ")
+            conn.sock.shutdown(socket.SHUT_RDWR)
+            conn.close()
+            deadline = time.monotonic() + 30
+            while _running(eng) != 0 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert _running(eng) == 0
+        assert http_status(eng.url("/health")) == 200
+        eng.wait_for('"GET /health HTTP/1.1" 200', timeout_s=30)
+        text = eng.text()
+        assert "Traceback" not in text and "Error handling request" not in text, text[-3000:]
+        assert not [f for f in triage_lines(eng.lines) if f.fatal]
+    finally:
+        eng.kill()

@@ -32,7 +32,7 @@ def test_seed_oom_as_json(capsys):
     assert [r["decisive"] for r in rows] == [True, False, False, False, False]
     first = rows[0]
     assert first["rank"] == "TP2 EP1" and first["gpu"] == 2 and first["line_no"] == 32
-    assert first["hint"].startswith("lower --mem-fraction-static")
+    assert first["hint"].startswith("the GPU ran out of memory while the weights were loading")  # issue 30 B4
     assert [c["class"] for c in first["consequences"]] == ["cuda_oom", "engine_init", "unit_failed", "unit_failed"]
     assert first["tried_bytes"] == 672 * MIB
     assert first["free_bytes"] == round(136.94 * MIB)
@@ -47,7 +47,7 @@ def test_human_lines_have_class_rank_summary(capsys):
     assert lines[0].split()[:2] == ["cuda_oom", "TP2"]  # the decisive finding first
     assert "CUDA OOM on GPU 2 (TP2 EP1): tried 672.00 MiB with 136.94 MiB free of 94.97 GiB" in lines[0]
     assert lines[0].endswith("(line 32, loading_weights)")
-    assert lines[1].startswith("  what to do: lower --mem-fraction-static")
+    assert lines[1].startswith("  what to do: the GPU ran out of memory while the weights were loading")  # B4
     assert lines[2].startswith("  which explains: cuda_oom (line 51, loading_weights), engine_init (line 53")
     assert lines[3] == "all findings:"
     assert len(lines) == 4 + 5

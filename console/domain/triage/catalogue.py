@@ -19,6 +19,12 @@ from console.domain.models import FindingClass as C
 #: Tiers, root first: a cause in the engine's resources or inputs; a collective or crash that other
 #: causes can provoke; an exception nothing else names; the engine's or systemd's summary of a death.
 ROOT, COLLATERAL, OPEN, SUMMARY = 0, 1, 2, 3
+#: A CUDA OOM while the weights were loading: they do not fit the layout, and no memory flag changes that
+#: (--mem-fraction-static and --gpu-memory-utilization size what comes after the weights). A switch that
+#: knows its fit says it with figures (ops/switch/failure_text.py).
+WEIGHTS_OOM_HINT = ("the GPU ran out of memory while the weights were loading: they do not fit this layout, so "
+                    "no memory flag helps; spread them over more GPUs (TP, PP or EP) or use a smaller or "
+                    "quantized checkpoint")
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +127,40 @@ CATALOGUE: dict[C, Entry] = {
     C.GPU_XID: Entry(
         "GPU hardware or driver error (Xid/ECC)", "the GPU reported a fault: check nvidia-smi -q and the "
         "kernel log; reset or drain the GPU before reusing it", ROOT),
+    C.NVSHMEM_INIT: Entry(
+        "NVSHMEM (DeepEP) failed to initialise", "the EP ranks could not set up NVSHMEM: check that every "
+        "node's IB/RoCE NICs are visible to the engine (container devices), nvidia-peermem or dmabuf is "
+        "loaded for IBGDA, the NVSHMEM_* settings match on all nodes and each node reaches the others' "
+        "bootstrap port", ROOT),
+    C.DEEPEP_TIMEOUT: Entry(
+        "DeepEP dispatch/combine timed out", "an expert-parallel rank stopped exchanging tokens (crashed, "
+        "hung, or its node's RDMA link failed): look for the first rank or node that failed and check "
+        "IB/RoCE between the nodes", COLLATERAL),
+    C.GLOO: Entry(
+        "Gloo could not reach another rank", "the ranks' CPU process group could not connect over TCP: set "
+        "GLOO_SOCKET_IFNAME (and NCCL_SOCKET_IFNAME) to the interface the nodes reach each other on, and open "
+        "the ports between the nodes", COLLATERAL),
+    C.ENGINE_WATCHDOG: Entry(
+        "the engine's watchdog killed a hung forward", "a forward (or a collective inside it) hung until the "
+        "engine's own watchdog ended the engine: look for the rank or node that stopped first (NCCL or "
+        "DeepEP timeouts, a dead node); raise the watchdog only if the batches are merely slow", COLLATERAL, {
+            Engine.SGLANG: "a forward (or a collective inside it) hung until SGLang's watchdog ended the "
+            "engine: look for the rank or node that stopped first (NCCL or DeepEP timeouts, a dead node); "
+            "raise --watchdog-timeout only if the batches are merely slow",
+            Engine.VLLM: "a worker did not answer the engine in time: look for the worker or node that "
+            "stopped first (NCCL timeouts, a dead node); raise VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS only if "
+            "the steps are merely slow"}),
+    C.KV_TRANSFER: Entry(
+        "KV transfer between prefill and decode failed", "the disaggregated servers cannot move KV cache: "
+        "check each reaches the other's bootstrap/transfer port and RDMA devices (Mooncake: its metadata "
+        "server and IB device; NIXL: VLLM_NIXL_SIDE_CHANNEL_HOST and UCX), and that both run the same "
+        "model and layout", ROOT, {
+            Engine.SGLANG: "the disaggregated servers cannot move KV cache: check each reaches the other's "
+            "bootstrap port and RDMA devices (--disaggregation-ib-device, Mooncake's metadata server), and "
+            "that both run the same model and layout",
+            Engine.VLLM: "the disaggregated servers cannot move KV cache: check each reaches the other's side "
+            "channel (VLLM_NIXL_SIDE_CHANNEL_HOST/PORT) and RDMA devices (UCX, Mooncake), and that both run "
+            "the same model and layout"}),
     C.ENGINE_DIED: Entry(
         "an engine process died", "a process of the engine ended without an error of its own: killed (the "
         "host's OOM killer, kill -9) or crashed in native code; `journalctl -k` shows the OOM killer; restart "

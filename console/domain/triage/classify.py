@@ -10,7 +10,7 @@ from __future__ import annotations
 from console.domain.log_origin import by_systemd, is_request_text
 from console.domain.models import Finding, FindingClass
 from console.domain.rank import split_header
-from console.domain.triage.catalogue import hint_for
+from console.domain.triage.catalogue import WEIGHTS_OOM_HINT, hint_for
 from console.domain.triage.normalise import TRACEBACK_MARKER, Block, exception_name
 from console.domain.triage.signature_table import GATES, read_signature
 from console.domain.triage.signatures import clip
@@ -76,7 +76,8 @@ def finding_of(
     return Finding(
         cls=cls, line=line[:MAX_LINE_CHARS], summary=reading.summary, rank=rank,
         fatal=reading.fatal and (reading.certain or not quiet(text, level)), oom=reading.oom, ts=ts,
-        hint=reading.hint or hint_for(cls), context=context, seq=seq,
+        hint=reading.hint or (WEIGHTS_OOM_HINT if cls is FindingClass.CUDA_OOM and block is not None and block.weights
+                              else hint_for(cls)), context=context, seq=seq,
     )
 
 

@@ -36,6 +36,7 @@ _FATAL_CONTEXT = (
 _HANDLED_CONTEXT = (
     "Exception in ASGI application", "Exception in thread", "Task exception was never retrieved",
     "Exception ignored", "Exception in callback", "Error in preprocessing", "etrying", "Error in request",
+    "Error handling request",  # aiohttp's server, of one request's handler (a client that hung up)
 )
 _PROCESS_LINE = re.compile(r"Process [\w.-]{1,60}:$")
 #: Lines that end a message: the next exception of a chain, C++ backtraces.

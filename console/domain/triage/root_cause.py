@@ -24,6 +24,15 @@ MAX_CONSEQUENCES = 32
 _EXCEPTION_PREFIX = "Python exception: "
 #: What open_world.cut_off says of a traceback whose final line never came.
 CUT_OFF_SUMMARY = "The engine died of an exception whose traceback was cut off"
+#: What a note says of an exception after which its writer went on serving (Triager._went_on_serving).
+OUTLIVED_SUFFIX = " (the engine went on serving after it)"
+
+
+def outlived(finding: Finding) -> Finding:
+    """An exception its process outlived: a note, never the cause of a later death."""
+    summary = finding.summary.removeprefix(_EXCEPTION_PREFIX)
+    return replace(finding, cls=FindingClass.TRACEBACK, fatal=False, summary=_EXCEPTION_PREFIX + summary + OUTLIVED_SUFFIX,
+                   hint=hint_for(FindingClass.TRACEBACK))
 
 
 def as_engine_error(finding: Finding) -> Finding:
@@ -93,7 +102,7 @@ def _has_figures(finding: Finding) -> bool:
 def _earlier_exception(findings: Sequence[Finding], at: int, best: Finding) -> tuple[int, Finding] | None:
     """The first unexplained exception logged shortly before a death that names no cause of its own."""
     for i, f in enumerate(findings[:at]):
-        if f.cls is not FindingClass.TRACEBACK:
+        if f.cls is not FindingClass.TRACEBACK or f.summary.endswith(OUTLIVED_SUFFIX):
             continue
         if not _shortly_before(f, best):
             continue

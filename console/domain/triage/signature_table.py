@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from console.domain.models import FindingClass as C
 from console.domain.triage import signatures as known
+from console.domain.triage import signatures_dist as dist
 from console.domain.triage import signatures_env as env
 from console.domain.triage import signatures_host as host
 from console.domain.triage.oom import OOM_MARKERS
@@ -89,6 +90,12 @@ SIGNATURES: tuple[Signature, ...] = (
     Signature(C.SHM_EXHAUSTED, ("Bus error", "bus error", "SIGBUS"), host.shm_exhausted,
               ("/dev/shm", "shared memory")),
     Signature(C.DISK_FULL, ("[Errno 28]",), host.disk_full, ("No space left on device", "Disk quota exceeded")),
+    Signature(C.NVSHMEM_INIT, ("nvshmem", "NVSHMEM"), dist.nvshmem_init),
+    Signature(C.KV_TRANSFER, dist.KV_TRANSFER_NEEDLES, dist.kv_transfer),
+    Signature(C.KV_TRANSFER, ("Handshake with ",), dist.handshake),
+    Signature(C.DEEPEP_TIMEOUT, ("DeepEP",), dist.deepep_timeout),
+    Signature(C.ENGINE_WATCHDOG, ("atchdog timeout (self.watchdog_timeout=", "RPC call to "), dist.engine_watchdog),
+    Signature(C.GLOO, ("connectFullMesh failed", "gloo/", "ProcessGroupGloo"), dist.gloo),
     Signature(C.NCCL_TIMEOUT, ("Watchdog caught collective operation timeout", "watchdog got stuck"),
               known.nccl_timeout, ("collective operation timeout",)),
     Signature(C.NCCL, ("NCCL error", "NCCL Error", "NCCL WARN", "ncclUnhandledCudaError", "ncclSystemError", "ncclInternalError",
@@ -126,7 +133,8 @@ GATES: tuple[str, ...] = (
     "rror", "xception", "emory", "ailed", "nccl", "atchdog", "Errno", "SIG", "illed", "apability", "profiled",
     "Main process", "Start request", "sigquit", "terminate", "what():", "dumped", "exit code", "NVRM",
     "egfault", "in KV cache", "cuda-graph", " blocks: 0,", "NCCL WARN", "OUT_OF_MEMORY", "nexpectedly",
-    "DataParallelController",
+    "DataParallelController", "nvshmem", "NVSHMEM", "DeepEP", "gloo/", "Gloo", "KVTransfer", "ooncake", "NIXL",
+    "andshake", "metadata not found", "RPC call to",
 )
 #: Every needle of every signature.
 ALL_NEEDLES: tuple[str, ...] = tuple(dict.fromkeys(n for sig in SIGNATURES for n in sig.needles))

@@ -43,6 +43,9 @@ _MEM_FRACTION_MIN = re.compile(r"(?:minimum|at least|>=)\D{0,60}?(?P<value>\d*\.
 _FAILED_PROCS = re.compile(r"Failed core proc\(s\): (?P<procs>\{.{0,200}?\})")
 _SAFETENSORS_PATH = re.compile(r"[^\s'\"]{0,300}\.safetensors")
 #: NCCL's result codes (`ncclUnhandledCudaError`, `ncclInvalidUsage`), not its other names (`ncclUniqueId`).
+#: NCCL's words for a connection to another rank that broke (not a bind or a plugin it may do without).
+_PEER_LOST = ("Connection closed by remote peer", "Broken pipe", "Connection reset by peer",
+              "Failed to execute operation")
 _NCCL_CODE = re.compile(r"\bnccl(?:[A-Z]\w{0,30}Error|Invalid[A-Z]\w{0,20}|InProgress)\b")
 
 #: A parameter's name as a KeyError quotes it: `'layers.0.mlp.down_proj.weight.absmax'`.
@@ -220,7 +223,10 @@ def nccl(text: str, rank: str | None) -> Reading:
     """An NCCL error: its code, or the words after `NCCL error`. An `NCCL WARN` line alone is a note
     (decisive.py makes it the cause of a death that names none)."""
     if "NCCL WARN" in text and "NCCL error" not in text and "NCCL Error" not in text:
-        return Reading(f"NCCL warning: {clip(text.split('NCCL WARN', 1)[1].strip(), 120)}", fatal=False)
+        warned = clip(text.split("NCCL WARN", 1)[1].strip(), 120)
+        if any(words in text for words in _PEER_LOST):  # a rank on another node is gone: the collective fails
+            return Reading(f"NCCL lost a peer: {warned}", certain=True)
+        return Reading(f"NCCL warning: {warned}", fatal=False)
     code = _NCCL_CODE.search(text)
     if code is not None:
         return Reading(f"NCCL error: {code.group(0)}")

@@ -100,6 +100,8 @@ def fatal_end(text: str, rank: str | None) -> Reading | None:
         return Reading(f"C++ exception: {clip(text.split('what():', 1)[1], 140)}")
     m = _WORKER_DIED.search(text)
     if m:
+        if m["code"] in ("-15", "-2"):  # SIGTERM, SIGINT: stopped, by a stop or by the engine's own shutdown
+            return Reading(f"{clip(m['who'], 60)} stopped by a signal (exit code {m['code']})", fatal=False)
         return Reading(f"{clip(m['who'], 60)} died, exit code {m['code']}")
     signal = _SIGNAL.search(text)
     if signal and "received" in text:

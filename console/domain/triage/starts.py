@@ -101,8 +101,10 @@ class StartTracker:
             seq: Its number in the stream.
             systemd: Whether systemd wrote it, as its journal entry says; None for a pasted log.
         """
-        if STOP_MARK in line or STOPPING in line:
-            self.stopping = self.stopping or asks_to_stop(line, systemd)
+        # Cheap gates first (every line passes here): each INTERRUPTED phrase holds one of these.
+        if not self.stopping and (STOPPING in line or "SIG" in line or "ignal" in line or "nterrupt" in line
+                                  or "^C" in line or STOP_MARK in line):
+            self.stopping = asks_to_stop(line, systemd)
         if (SYSTEMD_STARTED not in line and "server_args=" not in line and "server version" not in line
                 and "█  version" not in line):
             if not self._content:

@@ -20,7 +20,7 @@ from dataclasses import replace
 from console.domain.log_origin import by_systemd, is_request_text, names_a_unit
 from console.domain.models import Engine, Finding, FindingClass
 from console.domain.rank import LineHeader, parse_rank, split_header
-from console.domain.triage.catalogue import in_engine_terms
+from console.domain.triage.catalogue import WEIGHTS_OOM_HINT, in_engine_terms
 from console.domain.triage.classify import MAX_LINE_CHARS, QUIET_LEVELS, classify_line, finding_of, may_match
 from console.domain.triage.normalise import (
     FRAME_MARKER,
@@ -36,7 +36,7 @@ from console.domain.triage.normalise import (
     open_block,
 )
 from console.domain.triage.open_world import end_of_log, open_world
-from console.domain.triage.root_cause import decisive
+from console.domain.triage.root_cause import CAUSE_WINDOW_LINES, decisive, outlived
 from console.domain.triage.signature_table import read_signature
 from console.domain.triage.signatures import clip
 from console.domain.triage.starts import BY_ENGINE, StartFindings, StartTracker
@@ -47,6 +47,11 @@ __all__ = ["Triager", "classify_line", "decisive", "parse_rank", "triage_lines"]
 _BLOCK_LINES = 400  # lines (of any writer) after which an open traceback is dropped: its end never came
 _MAX_OPEN_BLOCKS = 64
 _TAIL_LINES = 40  # lines (of any writer) after a traceback's final line that may continue its message
+#: The engines' words as the weights begin and end loading (SGLang's, vLLM's, and the shards' progress bar).
+_LOAD_BEGINS = ("Load weight begin", "Starting to load model", "Loading safetensors checkpoint shards:   0%")
+_LOAD_ENDS = ("Load weight end", "Loading weights took", "Model loading took")
+#: Lines only a serving engine writes: an answered request (uvicorn's access line), a batch, its throughput.
+_SERVING = ('HTTP/1.1" 2', "Decode batch", "Prefill batch", "Avg prompt throughput", "Avg generation throughput")
 
 class Triager:
     """Reads a log stream line by line and reports each failure once per rank.
@@ -70,6 +75,9 @@ class Triager:
         self._prev = ""
         self._wrap = WrapReader()  # lines a terminal hard-wrapped (wraps.py)
         self._count = 0
+        self._loading_weights = False  # between the engine's words that the weights begin and end loading
+        self._unserved: list[Finding] = []  # open-world exceptions no serving line of their writer followed yet
+        self.revised: dict[int, Finding] = {}  # seq -> a finding reported fatal, then outlived (every start)
         self.start = StartTracker()
 
     @property
@@ -85,6 +93,8 @@ class Triager:
         self._found.clear()
         self._pending = None
         self._loose = None
+        self._unserved.clear()
+        self._loading_weights = False
         self._wrap.joined = None
 
     def feed(self, line: str, ts: float | None = None, systemd: bool | None = None) -> list[Finding]:
@@ -110,8 +120,17 @@ class Triager:
             out = self.finish() if began == BY_ENGINE else self._flush()
             self.reset()
             return out
+        if "oad" in line and ("Load" in line or "load" in line):
+            if any(words in line for words in _LOAD_BEGINS):
+                self._loading_weights = True
+            elif any(words in line for words in _LOAD_ENDS):
+                self._loading_weights = False
+        if self._unserved and ('" 2' in line or "batch" in line or "throughput" in line) and any(
+            words in line for words in _SERVING
+        ):
+            self._went_on_serving(split_header(line.rstrip("\r\n"), deep=True).rank)
         ordinary = not may_match(line)
-        if self._count & 15 == 0 and (self._blocks or self._tails):
+        if self._count & 15 == 0 and (self._blocks or self._tails or self._unserved):
             self._expire()
         if ordinary and self._pending is None and not rest:
             return []  # the common case: no gate, and no message that this line may continue
@@ -174,6 +193,8 @@ class Triager:
             del self._blocks[stream]
         for stream in [k for k, t in self._tails.items() if self._count - t[1] > _TAIL_LINES]:
             del self._tails[stream]
+        # An exception this far back explains no death any more (root_cause.CAUSE_WINDOW_LINES).
+        self._unserved = [f for f in self._unserved if f.seq is None or self._count - f.seq <= CAUSE_WINDOW_LINES]
 
     def _continue_block(
         self, block: Block, line: str, header: LineHeader, ts: float | None
@@ -269,10 +290,26 @@ class Triager:
     def _report(self, finding: Finding | None) -> list[Finding]:
         if finding is not None and finding.fatal and self.start.stopping:
             finding = replace(finding, fatal=False)
+        if finding is not None and finding.cls is FindingClass.CUDA_OOM and self._loading_weights:
+            finding = replace(finding, hint=WEIGHTS_OOM_HINT)  # no memory flag helps weights that do not fit
         if finding is None or not self._found.add(finding := in_engine_terms(finding, self.engine)):
             return []
         self.start.note(finding)
+        if finding.cls in (FindingClass.ENGINE_ERROR, FindingClass.TRACEBACK):
+            self._unserved.append(finding)
         return [finding]
+
+    def _went_on_serving(self, rank: str | None) -> None:
+        """The writer of an open-world exception went on serving after it: the exception did not end the
+        process (aiohttp's or a handler's error of one request), so it is a note that explains no death."""
+        for finding in [f for f in self._unserved if f.rank == rank]:
+            self._unserved.remove(finding)
+            history = self._found.history
+            at = next((i for i, f in enumerate(history) if f is finding), None)
+            if at is not None:
+                history[at] = outlived(finding)
+                if finding.seq is not None and len(self.revised) < 4096:
+                    self.revised[finding.seq] = history[at]
 
     # -- the end of a log, and its decisive finding -------------------------------------------------
 

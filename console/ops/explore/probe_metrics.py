@@ -96,6 +96,20 @@ class Distribution:
         )
 
 
+#: A stream that went this long between two tokens ran through a stall (a hung forward, a wedged rank, a
+#: stopped process): no engine takes 30 s for one decode step of a healthy batch (SGLang's own health
+#: check gives up after 20 s without output), so the level's figures are the stall's, not the layout's.
+STALL_GAP_S = 30.0
+
+
+def stall_why(max_itl_ms: float | None) -> str | None:
+    """Why a level with this longest inter-token gap measured a stall, not the layout; None if it did not."""
+    if max_itl_ms is None or max_itl_ms < STALL_GAP_S * 1000:
+        return None
+    return (f"stalled: a stream went {max_itl_ms / 1000:.1f} s without a token (max ITL {max_itl_ms:.0f} ms; "
+            f"a gap of {STALL_GAP_S:.0f} s or more is a stall, not a measurement)")
+
+
 def level_ok(completed: int, failed: int) -> bool:
     """False for a failed level: requests failed and none succeeded. It measured nothing (the engine
     died, or never answered), so it is never a figure of 0 tok/s, nor a layout's best."""
@@ -130,8 +144,13 @@ class ProbeSummary:
     """Completed requests whose stream came in one read (`RequestResult.read_whole`)."""
 
     @property
+    def why(self) -> str | None:
+        """Why the level measured nothing of the layout: it ran through a stall (STALL_GAP_S)."""
+        return stall_why(self.itl.max_ms)
+
+    @property
     def ok(self) -> bool:
-        return level_ok(self.completed, self.failed)
+        return level_ok(self.completed, self.failed) and self.why is None
 
     def _per_s(self, amount: float) -> float:
         return round(amount / self.duration_s, 3) if self.duration_s > 0 else 0.0
@@ -179,6 +198,8 @@ class ProbeSummary:
             out[f"median_{name}_ms"] = dist.median_ms
             for tail in tails:
                 out[f"{tail}_{name}_ms"] = getattr(dist, f"{tail}_ms")
+        out["max_itl_ms"] = self.itl.max_ms
+        out["why"] = self.why
         out["errors"] = list(self.errors)
         out["truncated"] = self.truncated
         out["whole_streams"] = self.whole_streams

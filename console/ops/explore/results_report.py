@@ -37,6 +37,8 @@ class LayoutRow:
     outcome: str | None
     when: float | None
     best: bool = False
+    why: str | None = None
+    """Why the newest probe measured nothing (it ran through a stall), when it did not."""
 
     def at(self, concurrency: int | None, key: str) -> Any:
         level = self.levels.get(concurrency) if concurrency is not None else None
@@ -53,7 +55,7 @@ class LayoutRow:
     def to_json(self) -> dict[str, Any]:
         top = self.top
         return {
-            "layout": self.layout, "gpus": self.gpus, "best": self.best, "outcome": self.outcome,
+            "layout": self.layout, "gpus": self.gpus, "best": self.best, "outcome": self.outcome, "why": self.why,
             "fit_verdict": self.fit_verdict, "headroom_gib": self.headroom_gib, "when": self.when,
             "c1_tokens_per_s_per_user": self.c1_per_user,
             "aggregate_tokens_per_s": {str(c): level.output_throughput for c, level in self.levels.items()},
@@ -78,6 +80,11 @@ class ServiceResults:
     @property
     def concurrencies(self) -> list[int]:
         return sorted({c for row in self.rows for c in row.levels})
+
+    @property
+    def mixed_tops(self) -> bool:
+        """Whether the layouts' top concurrencies differ: their TTFT and TPOT are then not comparable."""
+        return len({row.top for row in self.rows if row.top is not None}) > 1
 
     def to_json(self) -> dict[str, Any]:
         return {"event": "results", "host": self.host, "service": self.service, "pick": str(self.pick),
@@ -109,16 +116,18 @@ def service_results(store: ResultsStore, host: HostConfig, service: ServiceConfi
             fit = predicted.to_json() if predicted is not None else None
         when = max([p.taken_at for p in mine] + ([outcome.finished_at] if outcome else []), default=None)
         newest_probe = max(mine, key=lambda p: p.taken_at, default=None)
-        said = outcome.outcome if outcome else None
+        said, why = (outcome.outcome if outcome else None), None
         if newest_probe is not None and (outcome is None or newest_probe.taken_at > outcome.finished_at):
-            # a probe in which every request failed measured nothing: the layout failed it
-            said = MEASURED if LevelFigures.of(newest_probe.result).ok else FAILED
+            # a probe in which every request failed, or that ran through a stall, measured nothing
+            newest = LevelFigures.of(newest_probe.result)
+            said, why = (MEASURED, None) if newest.ok else (FAILED, newest.why)
         if not mine and outcome is None:
             continue
-        rows.append(LayoutRow(
+        rows.append(LayoutRow(  # only the levels that measured the layout are its figures
             layout=name, gpus=gpus_used(lc.layout, service.engine) if lc else 1,
-            levels=dict(levels_of(p.result for p in mine)), headroom_gib=(fit or {}).get("headroom_gib"),
-            fit_verdict=(fit or {}).get("verdict"), outcome=said, when=when,
+            levels=dict(levels_of(p.result for p in mine if LevelFigures.of(p.result).ok)),
+            headroom_gib=(fit or {}).get("headroom_gib"), fit_verdict=(fit or {}).get("verdict"), outcome=said,
+            when=when, why=why,
         ))  # fmt: skip
     by_layout = {r.layout: r.levels for r in rows if r.levels}
     best = best_layout(by_layout, pick)

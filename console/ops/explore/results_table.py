@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from console.errors import UsageError
-from console.ops.explore.probe_metrics import level_ok
+from console.ops.explore.probe_metrics import level_ok, stall_why
 
 if TYPE_CHECKING:
     from console.ops.explore.probe_metrics import ProbeResult
@@ -44,11 +44,13 @@ class LevelFigures:
     mean_tpot_ms: float | None
     completed: int
     failed: int
+    why: str | None = None
+    """Why the level measured nothing of the layout (it ran through a stall: `stall_why`)."""
 
     @property
     def ok(self) -> bool:
-        """False for a failed level (see `level_ok`)."""
-        return level_ok(self.completed, self.failed)
+        """False for a failed level (see `level_ok`) and for one that ran through a stall."""
+        return level_ok(self.completed, self.failed) and self.why is None
 
     @classmethod
     def of(cls, level: ProbeResult | Mapping[str, Any]) -> LevelFigures:
@@ -56,11 +58,13 @@ class LevelFigures:
         if not isinstance(level, Mapping):
             s = level.summary
             return cls(s.concurrency or 0, s.output_throughput, s.per_user_tokens_per_s, s.ttft.median_ms,
-                       s.ttft.p99_ms, s.tpot.mean_ms, s.completed, s.failed)
+                       s.ttft.p99_ms, s.tpot.mean_ms, s.completed, s.failed, s.why)
+        # The stored line says why; a line without the key still carries its longest gap.
+        why = level.get("why") if isinstance(level.get("why"), str) else stall_why(_figure(level, "max_itl_ms"))
         return cls(int(_figure(level, "concurrency") or 0), _figure(level, "output_throughput"),
                    _figure(level, "per_user_tokens_per_s"), _figure(level, "median_ttft_ms"),
                    _figure(level, "p99_ttft_ms"), _figure(level, "mean_tpot_ms"),
-                   int(_figure(level, "completed") or 0), int(_figure(level, "failed") or 0))
+                   int(_figure(level, "completed") or 0), int(_figure(level, "failed") or 0), why)
 
 
 Levels = Mapping[int, LevelFigures]

@@ -8,15 +8,17 @@ same wherever it is shown. What to do fits the failure: an OOM of weights that a
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from console.domain.models import Finding, FindingClass
+from console.domain.triage import WEIGHTS_OOM_HINT
 from console.domain.units import GIB, MIB, format_bytes
 from console.ops.switch.events import SwitchResult
 
 BAD, OK = "bad", "ok"
 #: How the CLI's reader picks another layout (the card says which key opens its layout picker).
 PICK_ON_THE_CLI = "serve-console switch LAYOUT"
+_WEIGHTS_NEED = "the weights alone need "
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,18 +91,35 @@ def weights_alone_exceed(result: SwitchResult) -> float | None:
 
 
 def advice(result: SwitchResult, fits_instead: Sequence[str] = (), pick: str = PICK_ON_THE_CLI) -> str | None:
-    """What to do about a failure: for weights that alone exceed the GPU, the layouts that fit (the
-    switch's own prediction, else `fits_instead`) and how to pick one; else the finding's hint, which
-    triage wrote in the service's engine's own flags."""
+    """What to do about a failure: for weights that alone exceed the GPU, or an OOM while they loaded
+    (triage says so: WEIGHTS_OOM_HINT), the weights' GiB per GPU and the layouts that fit (the switch's
+    own prediction, else `fits_instead`) and how to pick one; else the finding's hint, which triage
+    wrote in the service's engine's own flags."""
     failure = result.failure
     weights = weights_alone_exceed(result)
+    while_loading = failure is not None and failure.cls is FindingClass.CUDA_OOM and (
+        failure.hint == WEIGHTS_OOM_HINT or (failure.hint or "").startswith(_WEIGHTS_NEED))
+    if weights is None and while_loading and (result.fit or {}).get("weights_gib_per_gpu"):
+        weights = float(result.fit["weights_gib_per_gpu"])
     if weights is None:
         return failure.hint if failure is not None else None
     fits = [name.removesuffix(" (fits)") for name in (result.fit or {}).get("fits_instead") or fits_instead]
-    text = f"the weights alone need {weights:.2f} GiB per GPU"
+    text = f"{_WEIGHTS_NEED}{weights:.2f} GiB per GPU"
     if fits:
         return f"{text}; layouts that fit: {', '.join(fits)} ({pick})"
+    if weights_alone_exceed(result) is None:
+        return f"{text}, and the GPU ran out of memory while they loaded: spread them over more GPUs (TP, PP or EP)"
     return f"{text}, more than the GPU holds: spread them over more GPUs (TP, PP or EP)"
+
+
+def with_advice(result: SwitchResult) -> SwitchResult:
+    """The result with its failure's hint the advice above, so `switch --json`'s `failure.hint`, the audit
+    and every reader of the finding say what the card says (a weights OOM names the layouts that fit)."""
+    failure = result.failure
+    if failure is None or failure.cls is not FindingClass.CUDA_OOM:
+        return result
+    todo = advice(result)
+    return result if todo is None or todo == failure.hint else replace(result, failure=replace(failure, hint=todo))
 
 
 def failure_rows(

@@ -19,6 +19,7 @@ from console.errors import ConsoleError, UsageError
 from console.hosts.base import Host
 from console.ops.status import unit_states
 from console.ops.switch.events import FAILED, StepEvent, SwitchResult
+from console.ops.switch.failure_text import with_advice
 from console.ops.switch.layout_files import layout_file
 from console.ops.switch.nodes import start_over_nodes
 from console.ops.switch.starter import EventSink
@@ -99,20 +100,21 @@ class LayoutStarter:
                 self.audit.finish(audit_id, outcome="interrupted", reason="the switch was cancelled")
             raise
         elapsed = time.monotonic() - t0
-        failure = verdict.failure
+        result = with_advice(SwitchResult(  # a weights OOM's hint names the layouts that fit, from the first
+            host=self.host.name, service=svc.name, layout=layout.name, outcome=verdict.outcome,
+            reason=verdict.reason, from_layout=from_layout, unit=unit, failure=verdict.failure,
+            detected_after_s=verdict.detected_after_s, elapsed_s=elapsed, phase=verdict.phase.value,
+            forced=forced, fit=fit_json, audit_id=audit_id, started_at=started_at, verdict_at=verdict.verdict_at,
+            port_open_s=verdict.port_open_s, http_ready_s=verdict.http_ready_s, first_token_s=verdict.first_token_s,
+        ))  # fmt: skip
+        failure = result.failure
         if self.audit is not None and audit_id is not None:
             self.audit.finish(
                 audit_id, outcome=verdict.outcome, reason=verdict.reason,
                 failure=failure.to_json() if failure else None, detected_after_s=verdict.detected_after_s,
                 elapsed_s=elapsed,
             )  # fmt: skip
-        return SwitchResult(
-            host=self.host.name, service=svc.name, layout=layout.name, outcome=verdict.outcome,
-            reason=verdict.reason, from_layout=from_layout, unit=unit, failure=failure,
-            detected_after_s=verdict.detected_after_s, elapsed_s=elapsed, phase=verdict.phase.value,
-            forced=forced, fit=fit_json, audit_id=audit_id, started_at=started_at, verdict_at=verdict.verdict_at,
-            port_open_s=verdict.port_open_s, http_ready_s=verdict.http_ready_s, first_token_s=verdict.first_token_s,
-        )  # fmt: skip
+        return result
 
     async def _start_and_watch(
         self, layout: LayoutConfig, unit: str, t0: float, rollback: bool, states: Sequence[UnitState] | None

@@ -11,6 +11,9 @@ import textwrap
 import time
 from pathlib import Path
 
+from waiting import WaitTimeout, await_for
+from waiting import wait_until as wait_until  # the older name, still imported from here
+
 from console.config import TEMPLATE, HostConfig, LayoutConfig, ServiceConfig, SimConfig
 from console.domain.layout import Layout
 from console.domain.models import Engine
@@ -19,6 +22,8 @@ REPO = Path(__file__).resolve().parent.parent
 KIMI = REPO / "console" / "sim" / "models" / "moonshotai--Kimi-K2.6.json"
 #: Fast enough that a layout loads in about a second, slow enough that the phases are distinct.
 TEST_TIME_SCALE = 0.03
+#: How long an engine may take from its fatal line to its exit (a moment, far longer under load).
+EXIT_PATH_S = 15.0
 
 
 def free_port() -> int:
@@ -109,15 +114,6 @@ def live(pid: int) -> bool:
         return False
 
 
-def wait_until(predicate, timeout_s: float = 10.0, interval_s: float = 0.02) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(interval_s)
-    return predicate()
-
-
 def engine_pids(state_root: Path) -> list[int]:
     """Live simulated engines whose ledger lies under `state_root` (none may survive a test)."""
     out = []
@@ -161,7 +157,8 @@ class SimHosts:
             await host.close()
         # An engine that failed on its own may still be in its exit path (the sim, like SGLang, takes
         # a moment between its fatal line and its exit); one that lives on past that has leaked.
-        deadline = time.monotonic() + 3.0
-        while (leftovers := engine_pids(self.state_root)) and time.monotonic() < deadline:  # noqa: ASYNC110 (polls other processes)
-            await asyncio.sleep(0.05)
-        assert leftovers == [], f"engines survived their units: {leftovers}"
+        try:
+            await await_for(lambda: not engine_pids(self.state_root), "the engines to exit after their units stopped",
+                            timeout_s=EXIT_PATH_S)
+        except WaitTimeout:
+            raise AssertionError(f"engines survived their units: {engine_pids(self.state_root)}") from None

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 import re
 import socket
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 from waiting import WaitTimeout, await_for

@@ -7,6 +7,7 @@ import asyncio
 
 import pytest
 from sim_fixtures import EP8, TP4EP2, TP8, engine_pids, sim_host_config
+from waiting import await_for
 
 from console.domain.layout import Layout
 from console.ops.explore.probe import ProbeResult
@@ -28,10 +29,13 @@ def demo_like(sim_hosts):
     return sim_hosts(sim_host_config(layout_specs=(TP8, PP8, EP8, TP4EP2)))
 
 
-def explorer(sim_hosts, host, events):
+def explorer(sim_hosts, host, events, progress=None):
+    """An explore of the host's service; each event into `events`, each probe request done into `progress`."""
     audit = sim_hosts.audit()
     store = ResultsStore.beside(audit)
-    return Explore(host, host.config.services[0], audit=audit, store=store, on_event=events.append), store
+    on_progress = None if progress is None else (lambda *done: progress.append(done))
+    return Explore(host, host.config.services[0], audit=audit, store=store, on_event=events.append,
+                   on_progress=on_progress), store
 
 
 def engines(state_root) -> list[int]:
@@ -101,8 +105,8 @@ async def test_cancel_while_a_layout_starts_goes_back_to_the_last_good_one_and_r
     events: list = []
     run, store = explorer(sim_hosts, host, events)
     task = asyncio.create_task(run.run(ExploreOptions(("EP8", "TP8", "PP8"), PROBE, pick=Pick("c1"))))
-    while not any(isinstance(e, StepEvent) and e.layout == "TP8" and e.step == "start" for e in events):  # noqa: ASYNC110
-        await asyncio.sleep(0.02)
+    await await_for(lambda: any(isinstance(e, StepEvent) and e.layout == "TP8" and e.step == "start" for e in events),
+                    "TP8's start step")
     task.cancel()
     result = await task
     assert result.interrupted and [r.layout for r in result.layouts] == ["EP8"]
@@ -124,14 +128,12 @@ async def test_cancel_while_a_layout_starts_goes_back_to_the_last_good_one_and_r
 async def test_cancel_mid_probe_leaves_the_layout_it_was_on(sim_hosts):
     host = sim_hosts(layout_specs=(EP8, TP8))
     events: list = []
-    run, _store = explorer(sim_hosts, host, events)
+    progress: list = []
+    run, _store = explorer(sim_hosts, host, events, progress)
     slow = ProbeOptions(concurrency=(1,), num_prompts=50, output_len=50, warmup=0)
     task = asyncio.create_task(run.run(ExploreOptions(("TP8", "EP8"), slow)))
-    while not any(isinstance(e, StepEvent) and e.step == "watch" for e in events):  # noqa: ASYNC110
-        await asyncio.sleep(0.02)
-    while (await host.probes["k26"].probe()).status != "ready":  # noqa: ASYNC110 (polls the engine)
-        await asyncio.sleep(0.05)
-    await asyncio.sleep(0.5)  # into the probe
+    await await_for(lambda: progress, "the probe's first request on TP8", timeout_s=60)
+    assert not task.done() and len(progress) < 50  # mid-probe: 50 prompts of 50 tokens are far from done
     task.cancel()
     result = await task
     assert result.interrupted and result.layouts == () and result.left_running == "TP8"

@@ -8,6 +8,7 @@ import signal
 
 import pytest
 from sim_fixtures import fake_engine, live, sim_host_config, wait_until
+from waiting import await_for
 
 from console.errors import HostError
 from console.sim.host.procman import ProcessManager
@@ -19,7 +20,7 @@ import sys, time
 print("ARGS", " ".join(sys.argv[1:]), flush=True)
 for i in range(3):
     print("line", i, flush=True)
-    time.sleep(0.02)
+    time.sleep(0.02)  # deliberate: an engine that writes a few lines over time, then fails
 print("Traceback (most recent call last):", file=sys.stderr, flush=True)
 sys.exit(1)
 """
@@ -30,7 +31,7 @@ child = subprocess.Popen(["sleep", "60"])
 print("child", child.pid, flush=True)
 signal.signal(signal.SIGTERM, signal.SIG_IGN)
 while True:
-    time.sleep(0.05)
+    time.sleep(0.05)  # deliberate: an engine that ignores SIGTERM and lives on
 """
 
 
@@ -38,13 +39,12 @@ async def entries(pm, unit, **kw):
     return [e async for e in pm.journal(unit, follow=False, **kw)]
 
 
-async def wait_state(pm, unit, active, timeout_s=10.0):
-    for _ in range(int(timeout_s / 0.02)):
+async def wait_state(pm, unit, active, timeout_s=30.0):
+    async def reached():
         state = await pm.state(unit)
-        if state.active == active:
-            return state
-        await asyncio.sleep(0.02)
-    raise AssertionError(f"{unit} never became {active}: {state}")
+        return state if state.active == active else None
+
+    return await await_for(reached, f"{unit} to become {active}", timeout_s=timeout_s)
 
 
 async def test_a_failing_unit_reports_systemd_lines_and_state(tmp_path, monkeypatch):
@@ -71,14 +71,11 @@ async def test_stop_kills_the_whole_group_after_the_grace_period(tmp_path, monke
     pm = ProcessManager(sim_host_config(), tmp_path, stop_grace_s=0.5)
     await pm.start(UNIT)
     state = await wait_state(pm, UNIT, "active")
-    child = None
-    for _ in range(200):
-        found = [e.message for e in await entries(pm, UNIT) if e.message.startswith("child ")]
-        if found:
-            child = int(found[0].split()[1])
-            break
-        await asyncio.sleep(0.02)
-    assert child is not None and live(child) and live(state.main_pid)
+    async def child_line():
+        return [e.message for e in await entries(pm, UNIT) if e.message.startswith("child ")]
+
+    child = int((await await_for(child_line, "the engine's line naming its child"))[0].split()[1])
+    assert live(child) and live(state.main_pid)
     await pm.stop(UNIT)
     assert wait_until(lambda: not live(child) and not live(state.main_pid), 5.0)
     assert pm.running_pids(UNIT) == []
@@ -88,7 +85,7 @@ async def test_stop_kills_the_whole_group_after_the_grace_period(tmp_path, monke
 
 
 async def test_a_clean_stop_deactivates_successfully(tmp_path, monkeypatch):
-    fake_engine(monkeypatch, "import time\nprint('up', flush=True)\ntime.sleep(60)\n")
+    fake_engine(monkeypatch, "import time\nprint('up', flush=True)\ntime.sleep(60)\n")  # deliberate: up until stopped
     pm = ProcessManager(sim_host_config(), tmp_path)
     await pm.start(UNIT)
     await pm.start(UNIT)  # starting an active unit does nothing, as with systemctl
@@ -106,7 +103,7 @@ async def test_a_clean_stop_deactivates_successfully(tmp_path, monkeypatch):
 
 
 async def test_killing_the_supervisor_takes_the_engine_with_it(tmp_path, monkeypatch):
-    fake_engine(monkeypatch, "import time\ntime.sleep(60)\n")
+    fake_engine(monkeypatch, "import time\ntime.sleep(60)\n")  # deliberate: an engine that stays up
     pm = ProcessManager(sim_host_config(), tmp_path)
     await pm.start(UNIT)
     main_pid = (await wait_state(pm, UNIT, "active")).main_pid
@@ -146,7 +143,7 @@ async def test_journal_resumes_after_a_cursor_without_loss_or_repeat(tmp_path, m
 async def test_follow_delivers_new_entries_as_they_are_written(tmp_path, monkeypatch):
     fake_engine(
         monkeypatch,
-        "import time\nfor i in range(5):\n    print('tick', i, flush=True)\n    time.sleep(0.1)\n",
+        "import time\nfor i in range(5):\n    print('tick', i, flush=True)\n    time.sleep(0.1)\n",  # deliberate: lines over time
     )
     pm = ProcessManager(sim_host_config(), tmp_path)
     seen = []

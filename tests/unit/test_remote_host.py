@@ -6,6 +6,7 @@ import asyncio
 import stat
 
 import pytest
+from waiting import await_event, await_for
 
 import console.hosts.remote as remote
 from console.config import HostConfig, ServiceConfig
@@ -47,12 +48,15 @@ async def test_local_run_times_out_and_kills_the_command():
 async def test_cancelling_a_local_run_reaches_the_caller():
     t = LocalTransport()
     task = asyncio.create_task(t.run(["sleep", "30"], timeout_s=60))
-    await asyncio.sleep(0.2)
+
+    def sleeping() -> list[str]:
+        return [p for p in _children() if p.endswith("sleep\x0030\x00")]
+
+    await await_for(sleeping, "the command `sleep 30` to start")
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
-        await asyncio.wait_for(task, 5)
-    await asyncio.sleep(0.1)
-    assert not [p for p in _children() if p.endswith("sleep\x0030\x00")]  # the command was killed
+        await await_event(task, "the cancelled run to end")
+    await await_for(lambda: not sleeping(), "the cancelled command to be killed")
 
 
 def _children() -> list[str]:
@@ -106,18 +110,25 @@ async def test_flock_lock_excludes_a_second_holder_and_is_released_on_exit(tmp_p
 
 async def test_two_concurrent_lockers_exactly_one_wins(tmp_path, monkeypatch):
     monkeypatch.setattr(remote, "LOCK_DIR", str(tmp_path))
-    wins = []
+    wins, busy = [], []
+    all_tried = asyncio.Event()
 
     async def attempt(i):
+        # A winner holds the lock until every locker has had its answer (not a fixed time, which a slow
+        # `flock` process start outlasts): a second win can then only be the lock's fault.
         try:
             async with FlockHostLock(LocalTransport())("svc"):
                 wins.append(i)
-                await asyncio.sleep(0.5)
+                if len(wins) + len(busy) == 4:
+                    all_tried.set()
+                await await_event(all_tried, "every locker's answer")
         except LockBusy:
-            pass
+            busy.append(i)
+            if len(wins) + len(busy) == 4:
+                all_tried.set()
 
     await asyncio.gather(*(attempt(i) for i in range(4)))
-    assert len(wins) == 1
+    assert len(wins) == 1 and len(busy) == 3
 
 
 def _svc(**kw):

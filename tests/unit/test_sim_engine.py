@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 from sim_fixtures import KIMI, REPO, free_port
+from waiting import wait_for
 
 from console.domain.models import Engine, FindingClass, Phase
 from console.domain.phases import PhaseTracker
@@ -159,28 +160,31 @@ def test_ep8_starts_like_sglang_and_serves(tmp_path: Path) -> None:
         eng.wait_for("Load weight begin")
         assert http_status(eng.url("/v1/models")) is None, "the port must be refused while loading"
         readings, busy = [], []
-        while not any("Load weight end" in line for line in eng.lines):
+
+        def sample() -> bool:  # nvidia-smi's view of GPU 0, read until the weights are in
             gpu0 = read_snapshot(ledger).gpus[0]
             readings.append(gpu0.used_mib)
             busy.append(gpu0.util_pct)
-            time.sleep(0.02)
+            return any("Load weight end" in line for line in eng.lines)
+
+        wait_for(sample, "the engine's Load weight end line")
         assert max(busy) >= 30  # nvidia-smi shows the GPUs busy while they load
         growth = sorted(set(readings))
         assert len(growth) >= 3 and readings == sorted(readings), readings
         assert readings[0] < 20_000 < 60_000 < _used_mib(ledger, 0)
 
-        models_first = health_503_while_models_200 = False
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
+        seen = {"warm-up": False, "models with health": None}
+
+        def healthy() -> bool:  # the warm-up window: /v1/models answers while /health still says 503
             models = http_status(eng.url("/v1/models"), timeout_s=1)
             health = http_status(eng.url("/health"), timeout_s=1)
-            if models == 200 and health == 503:
-                health_503_while_models_200 = True
+            seen["warm-up"] |= models == 200 and health == 503
             if health == 200:
-                models_first = models == 200
-                break
-            time.sleep(0.002)
-        assert health_503_while_models_200 and models_first
+                seen["models with health"] = models == 200
+            return health == 200
+
+        wait_for(healthy, "/health to answer 200", interval_s=0.002)
+        assert seen == {"warm-up": True, "models with health": True}
         eng.wait_for("The server is fired up and ready to roll!")
 
         text = eng.text()
@@ -227,10 +231,7 @@ def test_ep8_starts_like_sglang_and_serves(tmp_path: Path) -> None:
         assert resp.readline().startswith(b"data: ")
         assert _running(eng) == 1
         conn.close()
-        deadline = time.monotonic() + 5
-        while _running(eng) != 0 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert _running(eng) == 0
+        wait_for(lambda: _running(eng) == 0, "the closed stream's request to leave the running count")
 
         # SIGTERM stops the engine at once, even with a long generation in flight.
         conn = http.client.HTTPConnection("127.0.0.1", eng.port, timeout=5)
@@ -343,10 +344,7 @@ def test_sigterm_while_loading_frees_the_gpus(tmp_path: Path) -> None:
     eng = EngineProcess(ledger, "--pp-size", "8", scale=0.15)
     try:
         eng.wait_for("Loading safetensors checkpoint shards:")
-        deadline = time.monotonic() + 10
-        while _used_mib(ledger, 7) < 2000 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert _used_mib(ledger, 7) >= 2000
+        wait_for(lambda: _used_mib(ledger, 7) >= 2000, "GPU 7 to hold 2,000 MiB of weights")
         assert " PP7] Load weight begin" in eng.text()
         assert eng.terminate() == 0
     finally:

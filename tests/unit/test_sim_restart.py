@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
-import time
-
 from sim_fixtures import fake_engine, sim_host_config
+from waiting import await_for
 
 from console.sim.host.procman import ProcessManager
 from console.sim.systemd.unit_file import RestartPolicy, parse_time_span, restart_settings
@@ -20,14 +18,21 @@ async def with_drop_in(pm: ProcessManager, text: str, folder: str = "sim-k26@.se
     await pm.daemon_reload()
 
 
-async def until_restarts(pm: ProcessManager, n: int, timeout_s: float = 20.0):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
+async def until_restarts(pm: ProcessManager, n: int, timeout_s: float = 30.0):
+    async def restarted():
         state = await pm.state(UNIT)
-        if (state.n_restarts or 0) >= n:
-            return state
-        await asyncio.sleep(0.02)
-    raise AssertionError(f"fewer than {n} restarts in {timeout_s} s: {state}")
+        return state if (state.n_restarts or 0) >= n else None
+
+    return await await_for(restarted, f"{n} restarts of {UNIT}", timeout_s=timeout_s)
+
+
+async def until_ended(pm: ProcessManager):
+    """The unit's state once its main process has ended for good: a restart would be `auto-restart` instead."""
+    async def ended():
+        state = await pm.state(UNIT)
+        return state if state.active in ("inactive", "failed") and state.result is not None else None
+
+    return await await_for(ended, f"{UNIT}'s engine to end without a restart pending")
 
 
 def test_the_drop_in_keys_are_read_as_systemd_reads_them():
@@ -62,13 +67,11 @@ async def test_between_restarts_the_unit_waits_in_auto_restart(tmp_path, monkeyp
     pm = ProcessManager(sim_host_config(), tmp_path)
     await with_drop_in(pm, "[Service]\nRestart=on-failure\nRestartSec=1\n", folder=f"{UNIT}.d")
     await pm.start(UNIT)
-    seen = set()
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and ("activating", "auto-restart") not in seen:
+    async def waiting_to_restart():
         state = await pm.state(UNIT)
-        seen.add((state.active, state.sub))
-        await asyncio.sleep(0.02)
-    assert ("activating", "auto-restart") in seen
+        return (state.active, state.sub) == ("activating", "auto-restart")
+
+    await await_for(waiting_to_restart, f"{UNIT} in activating/auto-restart")
     assert (await pm.state(UNIT)).result == "exit-code"
     await pm.stop(UNIT)
 
@@ -78,12 +81,10 @@ async def test_without_a_drop_in_or_on_a_clean_exit_under_on_failure_there_is_no
     pm = ProcessManager(sim_host_config(), tmp_path)
     await with_drop_in(pm, "[Service]\nRestart=on-failure\nRestartSec=0.1\n")
     await pm.start(UNIT)
-    await asyncio.sleep(1.0)
-    state = await pm.state(UNIT)
+    state = await until_ended(pm)
     assert (state.active, state.n_restarts) == ("inactive", 0)
     fake_engine(monkeypatch, DIES)
     other = ProcessManager(sim_host_config(), tmp_path / "plain")
     await other.start(UNIT)
-    await asyncio.sleep(1.0)
-    state = await other.state(UNIT)
+    state = await until_ended(other)
     assert (state.active, state.n_restarts) == ("failed", 0)

@@ -8,6 +8,7 @@ import socket
 
 import pytest
 from ssh_fake_server import start_fake_sshd
+from waiting import await_for, wait_for
 
 from console.errors import HostError
 from console.hosts.argv import CommandFailed, TransportLost
@@ -62,10 +63,7 @@ async def test_stream_yields_lines_and_closing_it_closes_the_channel(transport, 
             break
     await stream.aclose()
     assert got == [f"line {i}" for i in range(5)]
-    for _ in range(50):
-        if sshd.closed_channels:
-            break
-        await asyncio.sleep(0.02)
+    await await_for(lambda: sshd.closed_channels, "the server to see the stream's channel closed")
     assert sshd.closed_channels == 1
 
 
@@ -126,10 +124,7 @@ async def test_host_that_comes_back_is_marked_up_again(tmp_path):
         assert t.link.state == "down" and t.link.error
         second = await start_fake_sshd(tmp_path, port=port, host_key=first.host_key)
         try:
-            for _ in range(100):
-                if t.link.state == "up":
-                    break
-                await asyncio.sleep(0.05)
+            await await_for(lambda: t.link.state == "up", "the link to reconnect to the new server")
             assert t.link.state == "up" and t.link.reconnects >= 1
             assert (await t.run(["echo-argv", "back"])).ok
         finally:
@@ -162,14 +157,11 @@ async def test_long_lived_channels_are_capped_with_a_clear_error(transport):
 def agent_with_key(sshd, tmp_path):
     """A private ssh-agent holding the fake server's client key; yields its socket path."""
     import subprocess
-    import time
 
     sock = tmp_path / "agent.sock"
     agent = subprocess.Popen(["ssh-agent", "-D", "-a", str(sock)], stdout=subprocess.DEVNULL)
     try:
-        deadline = time.monotonic() + 5
-        while not sock.exists() and time.monotonic() < deadline:
-            time.sleep(0.02)
+        wait_for(sock.exists, "ssh-agent's socket")
         env = {"SSH_AUTH_SOCK": str(sock), "PATH": "/usr/bin:/bin"}
         subprocess.run(["ssh-add", str(sshd.client_key_path)], env=env, check=True, capture_output=True)
         yield str(sock)

@@ -9,6 +9,7 @@ import time
 
 import pytest
 from sim_fixtures import EP8, TP4EP2, TP8, failing, fake_engine, sim_host_config
+from waiting import await_for
 
 from console.domain.models import FindingClass
 from console.ops.switch.events import FindingEvent, PhaseEvent, ResultEvent
@@ -171,9 +172,11 @@ class _LateJournal(_NoJournal):
         self.delay_s = delay_s
 
     async def _follow(self, unit, after_cursor, lines):
-        while (await self._inner.state(unit)).active != "failed":  # noqa: ASYNC110 (polls another process)
-            await asyncio.sleep(0.02)
-        await asyncio.sleep(self.delay_s)
+        async def failed():
+            return (await self._inner.state(unit)).active == "failed"
+
+        await await_for(failed, f"{unit} to fail")
+        await asyncio.sleep(self.delay_s)  # the late start itself, on purpose
         async for entry in self._inner_follow(unit, after_cursor, lines):
             yield entry
 
@@ -213,7 +216,7 @@ async def test_the_oom_is_named_even_when_systemds_exit_line_comes_first(sim_hos
 
 
 async def test_a_death_the_journal_does_not_explain_is_failed_from_the_unit_state(sim_hosts, monkeypatch):
-    fake_engine(monkeypatch, "import time, sys\ntime.sleep(0.3)\nsys.exit(3)\n")
+    fake_engine(monkeypatch, "import time, sys\ntime.sleep(0.3)\nsys.exit(3)\n")  # deliberate: up, then dies
     host = sim_hosts()
     host.services = _NoJournal(host.services)
     result = await switch_layout(host, None, "EP8", rollback=False, timeout_s=30, state_poll_s=0.05)
@@ -228,7 +231,7 @@ async def test_a_death_the_journal_does_not_explain_is_failed_from_the_unit_stat
 async def test_an_engine_that_never_gets_ready_times_out(sim_hosts, monkeypatch):
     fake_engine(
         monkeypatch,
-        "import time\nprint('Load weight begin. avail mem=94.00 GB', flush=True)\ntime.sleep(60)\n",
+        "import time\nprint('Load weight begin. avail mem=94.00 GB', flush=True)\ntime.sleep(60)\n",  # deliberate: hangs
     )
     host = sim_hosts()
     result = await switch_layout(host, None, "TP8", rollback=False, timeout_s=1.0)

@@ -160,3 +160,18 @@ class SimHosts:
                             timeout_s=EXIT_PATH_S)
         except WaitTimeout:
             raise AssertionError(f"engines survived their units: {engine_pids(self.state_root)}") from None
+
+
+async def logged(host, unit: str, needle: str) -> int:
+    """How many of the unit's journal entries so far contain `needle`."""
+    return sum([needle in entry.message async for entry in host.services.journal(unit, follow=False)])
+
+
+async def until_logged(host, unit: str, needle: str, *, more_than: int = 0, timeout_s: float = 60.0) -> int:
+    """Wait until more than `more_than` of the unit's journal entries contain `needle` (a request in
+    flight shows as the engine's `Decode batch.` line); how many do then."""
+    async def count():
+        n = await logged(host, unit, needle)
+        return n if n > more_than else 0
+
+    return await await_for(count, f"{unit} to log {needle!r} (more than {more_than}x)", timeout_s=timeout_s)

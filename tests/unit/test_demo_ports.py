@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 import urllib.request
 from dataclasses import replace
 
 import pytest
 from sim_fixtures import EP8, TP8, engine_pids, free_port, sim_host_config
+from waiting import wait_for
 
 from console.ops.status import service_status
 from console.ops.switch.orchestrate import switch_layout
@@ -37,13 +37,15 @@ def foreign_server():
     def start(port: int) -> subprocess.Popen:
         proc = subprocess.Popen([sys.executable, "-c", ANSWERS_200, str(port)])
         started.append(proc)
-        for _ in range(200):
+        def answers() -> bool:
             try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1):
-                    return proc
+                    return True
             except OSError:
-                time.sleep(0.05)
-        raise AssertionError("the stand-in server did not start")
+                return False
+
+        wait_for(answers, f"the stand-in server on port {port}")
+        return proc
 
     yield start
     for proc in started:

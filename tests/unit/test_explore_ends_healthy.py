@@ -10,7 +10,7 @@ import os
 import signal
 
 import pytest
-from sim_fixtures import EP8, TP8
+from sim_fixtures import EP8, TP8, logged, until_logged
 
 from console.domain.models import HealthSample
 from console.ops.explore.probe import ProbeRefused, probe_service
@@ -55,8 +55,12 @@ async def test_an_engine_killed_mid_probe_is_failed_never_best_and_the_start_lay
     assert (await switch_layout(host, None, "EP8", timeout_s=60)).outcome == "ready"
     kills: list[asyncio.Task] = []
 
+    service = host.config.services[0]
+    tp8 = service.unit_for(service.layout("TP8"))
+
     async def kill_soon() -> None:
-        await asyncio.sleep(0.3)  # into the first level
+        before = await logged(host, tp8, "Decode batch.")
+        await until_logged(host, tp8, "Decode batch.", more_than=before)  # into the first level
         await kill_engine(host, "TP8")
 
     def on_event(event) -> None:
@@ -82,8 +86,10 @@ async def test_a_probe_in_which_every_request_failed_is_stored_failed_and_never_
     service = host.config.services[0]
     assert (await switch_layout(host, None, "EP8", timeout_s=60)).outcome == "ready"
     store = ResultsStore(sim_hosts.state_root / "audit.sqlite3")
+    ep8 = service.unit_for(service.layout("EP8"))
+    before = await logged(host, ep8, "Decode batch.")
     probing = asyncio.create_task(probe_service(host, service, SLOW, store=store))
-    await asyncio.sleep(0.5)
+    await until_logged(host, ep8, "Decode batch.", more_than=before)  # the first level's requests decode
     await kill_engine(host, "EP8")
     levels = await probing
     assert all(level.summary.completed == 0 for level in levels)

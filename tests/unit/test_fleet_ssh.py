@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from sim_fixtures import SimHosts, free_port, sim_host_config
+from waiting import await_for
 
 from console.config import HostConfig
 from console.hosts.remote import build_remote_host
@@ -26,17 +27,16 @@ async def test_a_reachable_host_gives_its_gpus_and_no_engine_figures(tmp_path: P
 
 
 async def test_a_running_engine_adds_its_own_figures(tmp_path: Path) -> None:
-    import asyncio
 
     hosts = SimHosts(tmp_path)
     host = hosts(sim_host_config("sim1"))
     service = host.config.services[0]
     try:
         await host.services.start(service.unit_for(service.layouts[0]))  # EP8
-        for _ in range(300):  # the simulated start at time scale 0.03 takes a few seconds
-            if (await host.probes[service.name].probe()).status == "ready":
-                break
-            await asyncio.sleep(0.05)
+        async def ready():  # the simulated start at time scale 0.03 takes a few seconds
+            return (await host.probes[service.name].probe()).status == "ready"
+
+        await await_for(ready, "EP8 to be ready", timeout_s=60)
         row = await ssh_row(host)
     finally:
         await hosts.close()

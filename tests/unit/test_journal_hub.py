@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 
 import pytest
+from waiting import await_for
 
 from console.domain.models import Engine, FindingClass, JournalEntry, Phase
 from console.hosts.journal_hub import JournalHub
@@ -82,8 +83,8 @@ async def test_two_readers_share_one_stream_and_a_late_one_replays_after_its_cur
     assert journal.most_open == 1 and hub.open_streams == 1
     await watcher.aclose()
     await pane.aclose()
-    await asyncio.sleep(0.05)
-    assert journal.open_now == 0 and hub.open_streams == 0  # the last reader left: the channel closed
+    # the last reader left: the channel closed
+    await await_for(lambda: journal.open_now == 0 and hub.open_streams == 0, "the hub's channel to close")
 
 
 async def test_each_line_is_triaged_once_for_every_reader(journal, monkeypatch) -> None:

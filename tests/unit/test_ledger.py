@@ -7,8 +7,9 @@ import os
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
+
+from waiting import wait_for
 
 from console.sim.host.build import LedgerGpuSource
 from console.sim.ledger import (
@@ -88,11 +89,8 @@ def test_missing_inventory_is_an_error_snapshot(tmp_path: Path) -> None:
 def test_pid_alive_sees_zombies_as_dead() -> None:
     proc = subprocess.Popen([sys.executable, "-c", "pass"])
     try:
-        for _ in range(200):
-            stat = Path(f"/proc/{proc.pid}/stat").read_text()
-            if stat.rpartition(")")[2].split()[0] == "Z":
-                break
-            time.sleep(0.01)
+        wait_for(lambda: Path(f"/proc/{proc.pid}/stat").read_text().rpartition(")")[2].split()[0] == "Z",
+                 "the child to be a zombie", interval_s=0.01)
         assert not pid_alive(proc.pid)
     finally:
         proc.wait()

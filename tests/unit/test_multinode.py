@@ -5,13 +5,13 @@ is named; stop and restart act on every node."""
 
 from __future__ import annotations
 
-import asyncio
+import contextlib
 import os
 import signal
-import time
 
 import pytest
-from sim_fixtures import KIMI, engine_pids, free_port
+from sim_fixtures import EXIT_PATH_S, KIMI, engine_pids, free_port
+from waiting import WaitTimeout, await_for
 
 from console.config import parse_config
 from console.factory import open_hosts
@@ -59,19 +59,18 @@ async def cluster(tmp_path, request):
     for host in hosts:
         await host.services.stop_all()
         await host.close()
-    deadline = time.monotonic() + 3.0
-    while engine_pids(tmp_path) and time.monotonic() < deadline:  # noqa: ASYNC110 (other processes)
-        await asyncio.sleep(0.05)
+    with contextlib.suppress(WaitTimeout):
+        await await_for(lambda: not engine_pids(tmp_path), "the engines to exit", timeout_s=EXIT_PATH_S)
     assert engine_pids(tmp_path) == []
 
 
-async def group_within(head, service, state: str, timeout_s: float):
-    deadline = time.monotonic() + timeout_s
-    while True:
+async def group_within(head, service, state: str, timeout_s: float = 30.0):
+    """The service's status once its group is `state` (how soon is bench/dead_rank.py's figure)."""
+    async def reached():
         status = await service_status(head, service)
-        if status.group == state or time.monotonic() > deadline:
-            return status
-        await asyncio.sleep(0.1)
+        return status if status.group == state else None
+
+    return await await_for(reached, f"the group to be {state}", timeout_s=timeout_s, interval_s=0.1)
 
 
 async def test_tp16_starts_on_both_nodes_and_each_is_judged_on_its_own(cluster) -> None:
@@ -101,13 +100,13 @@ async def test_a_wedged_worker_then_a_dead_one_fail_the_group_while_the_head_ans
     pid = (await worker.services.state("sglang-k26x2@tp16.service")).main_pid
     os.kill(pid, signal.SIGSTOP)
     try:
-        wedged = await group_within(head, service, "unresponsive", 5)
+        wedged = await group_within(head, service, "unresponsive")
     finally:
         os.kill(pid, signal.SIGCONT)
     assert wedged.group == "unresponsive" and wedged.health.status == "ready"
     assert "stopped (state T)" in wedged.ranks[1].detail
     os.kill(pid, signal.SIGKILL)
-    dead = await group_within(head, service, "dead", 5)
+    dead = await group_within(head, service, "dead")
     assert dead.group == "dead" and dead.health.status == "ready"  # the head still answers 200
     node = dead.ranks[1]
     assert node.host == "demo-b" and node.state == "dead" and node.cause is not None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from sim_fixtures import EP8, TP8, sim_host_config
+from sim_fixtures import EP8, TP8, logged, sim_host_config, until_logged
 
 from console.domain.layout import Layout
 from console.ops.explore.probe import ProbeRefused, probe_service
@@ -76,8 +76,10 @@ async def test_an_engine_that_dies_mid_probe_fails_its_requests_without_an_excep
     assert (await switch_layout(host, None, "EP8", timeout_s=60)).outcome == "ready"
     service = host.config.services[0]
     options = ProbeOptions(concurrency=(4,), num_prompts=8, input_len=16, output_len=200, warmup=0)
+    unit = service.unit_for(service.layout("EP8"))
+    before = await logged(host, unit, "Decode batch.")
     probing = asyncio.create_task(probe_service(host, service, options))
-    await asyncio.sleep(1.0)
+    await until_logged(host, unit, "Decode batch.", more_than=before)  # the probe's requests decode
     await host.services.stop(service.unit_for(service.layout("EP8")))
     (level,) = await probing
     s = level.summary

@@ -151,7 +151,7 @@ async def test_a_cause_under_a_validation_error_is_named_though_the_process_exit
     printed = tmp_path / "printed.log"
     printed.write_text("\n".join(lines[: next(i for i, x in enumerate(lines) if "For further information" in x) + 1]))
     fake_engine(monkeypatch, f"import sys, time\nprint(open({str(printed)!r}).read(), flush=True)\n"
-                "time.sleep(8)\nsys.exit(1)\n")  # fmt: skip
+                "time.sleep(8)\nsys.exit(1)\n")  # fmt: skip  # deliberate: a head that exits late
     host = sim_hosts(qwen_host(free_port()))
     result = await switch_layout(host, None, "TP4", rollback=False, timeout_s=30, state_poll_s=0.05)
     assert result.outcome == "failed"

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
-
 from sim_fixtures import EP8, TP8
 from test_explore_ends_healthy import kill_engine
+from waiting import await_for
 
 from console.ops.switch.orchestrate import switch_layout
 from console.ops.switch.service_control import NOTHING, restart_service
@@ -18,11 +17,10 @@ async def test_restart_brings_a_failed_unit_back(sim_hosts):
     assert (await switch_layout(host, None, "EP8", timeout_s=60)).outcome == "ready"
     await kill_engine(host, "EP8")
     unit = service.unit_for(service.layout("EP8"))
-    for _ in range(100):
-        if (await host.services.state(unit)).is_failed:
-            break
-        await asyncio.sleep(0.05)
-    assert (await host.services.state(unit)).is_failed
+    async def failed():
+        return (await host.services.state(unit)).is_failed
+
+    await await_for(failed, f"{unit} to fail after the kill")
     result = await restart_service(host, service, timeout_s=60)
     assert result.outcome == "ready" and result.unit == unit and result.layout == "EP8"
     assert (await host.services.state(unit)).is_running

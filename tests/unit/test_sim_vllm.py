@@ -18,6 +18,7 @@ import aiohttp
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from sim_fixtures import REPO, free_port
+from waiting import wait_for
 
 from console.config import TEMPLATE, HostConfig, LayoutConfig, ServiceConfig, SimConfig
 from console.domain.layout import Layout, parse_layout
@@ -232,7 +233,6 @@ async def test_the_vllm_story_tp4_serves_tp2_forced_ooms_and_rolls_back(sim_host
 
 
 def test_health_is_200_while_the_engine_lives_and_503_once_it_died(tmp_path: Path) -> None:
-    import time
     import urllib.error
     import urllib.request
 
@@ -246,8 +246,9 @@ def test_health_is_200_while_the_engine_lives_and_503_once_it_died(tmp_path: Pat
     )
     seen: list[int | None] = []
     try:
-        deadline = time.monotonic() + 30
-        while proc.poll() is None and time.monotonic() < deadline:
+        def exited() -> bool:  # /health read until the exit
+            if proc.poll() is not None:
+                return True
             try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1) as resp:
                     status: int | None = resp.status
@@ -257,7 +258,9 @@ def test_health_is_200_while_the_engine_lives_and_503_once_it_died(tmp_path: Pat
                 status = None  # not served before the engine has started, nor after the exit
             if not seen or seen[-1] != status:
                 seen.append(status)
-            time.sleep(0.02)
+            return False
+
+        wait_for(exited, "the simulated vLLM to exit after its engine died")
         out, _ = proc.communicate(timeout=10)
     finally:
         proc.kill()

@@ -14,7 +14,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -22,6 +21,7 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from sim_fixtures import REPO, free_port
+from waiting import wait_for
 
 from console.domain.models import FindingClass
 from console.domain.triage.triager import triage_lines
@@ -114,10 +114,11 @@ def served(tmp_path_factory):
     out = open(tmp / "out.log", "w+")  # closed below; read while the server runs
     proc = subprocess.Popen(sim_argv(port, tmp), stdout=out, stderr=subprocess.STDOUT, cwd=REPO, env=sim_env())
     try:
-        deadline = time.monotonic() + 60
-        while get(f"http://127.0.0.1:{port}/health")[0] != 200:
-            assert proc.poll() is None and time.monotonic() < deadline, (tmp / "out.log").read_text()[-3000:]
-            time.sleep(0.05)
+        def healthy() -> bool:
+            assert proc.poll() is None, (tmp / "out.log").read_text()[-3000:]
+            return get(f"http://127.0.0.1:{port}/health")[0] == 200
+
+        wait_for(healthy, "the simulated vLLM's /health to answer 200", timeout_s=60, interval_s=0.05)
         yield port, tmp / "out.log"
     finally:
         proc.terminate()
@@ -214,15 +215,15 @@ def test_health_after_the_engine_core_dies_is_503_then_gone_and_the_server_exits
                             stderr=subprocess.STDOUT, text=True, cwd=REPO, env=sim_env())  # fmt: skip
     seen: list[str] = []
     try:
-        deadline = time.monotonic() + 60
-        running = True
-        while running and time.monotonic() < deadline:
-            running = proc.poll() is None  # one last reading after the exit: refused, however short the window
+        def exited() -> bool:  # /health read until the exit, and once after it: refused, however short the window
+            running = proc.poll() is None
             status = get(f"http://127.0.0.1:{port}/health", timeout=1)[0]
             code = "000" if status is None else str(status)
             if (seen or code != "000") and (not seen or seen[-1] != code):
                 seen.append(code)
-            time.sleep(0.05)
+            return not running
+
+        wait_for(exited, "the simulated vLLM to exit after its engine died", timeout_s=60, interval_s=0.05)
         out, _ = proc.communicate(timeout=10)
     finally:
         proc.kill()

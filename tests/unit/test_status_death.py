@@ -7,11 +7,11 @@ and a stop that was asked for is none.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 
 from sim_fixtures import free_port
 from test_sim_vllm import qwen_host
+from waiting import await_for
 
 from console.config import LayoutConfig
 from console.domain.layout import parse_layout
@@ -27,13 +27,11 @@ def dying_host(port: int):
 
 
 async def wait_stopped(host, unit: str, timeout_s: float = 60.0):
-    deadline = asyncio.get_running_loop().time() + timeout_s
-    while asyncio.get_running_loop().time() < deadline:
+    async def stopped():
         state = await host.services.state(unit)
-        if state.since and not state.is_running:
-            return state
-        await asyncio.sleep(0.2)
-    raise AssertionError(f"{unit} still runs after {timeout_s} s")
+        return state if state.since and not state.is_running else None
+
+    return await await_for(stopped, f"{unit} to stop", timeout_s=timeout_s, interval_s=0.2)
 
 
 async def test_an_engine_that_died_with_a_clean_exit_is_a_death_and_a_stop_is_none(sim_hosts) -> None:
@@ -55,7 +53,10 @@ async def test_an_engine_that_died_with_a_clean_exit_is_a_death_and_a_stop_is_no
     tp4 = service.unit_for(service.layout("TP4"))
     await host.services.start(tp4)
     assert (await service_status(host, service)).death is None  # something runs: no death to report
-    await asyncio.sleep(0.5)
+    async def up():
+        return (await host.services.state(tp4)).is_running
+
+    await await_for(up, f"{tp4}'s engine to run")
     await host.services.stop(tp4)  # vLLM logs EngineDeadError when stopped; the stop was asked for
     await wait_stopped(host, tp4)
     assert (await service_status(host, service)).death is None

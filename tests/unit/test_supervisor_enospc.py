@@ -2,27 +2,25 @@
 
 from __future__ import annotations
 
-import asyncio
 import errno
 import os
 import time
 
 import pytest
 from sim_fixtures import EP8, fake_engine
+from waiting import await_for
 
 from console.errors import HostError
 
-CHATTY = "import time\nwhile True:\n    print('Load weight begin. avail mem=94.00 GB', flush=True)\n    time.sleep(0.05)\n"
+CHATTY = "import time\nwhile True:\n    print('Load weight begin. avail mem=94.00 GB', flush=True)\n    time.sleep(0.05)\n"  # deliberate: writes on
 
 
-async def _wait_state(host, unit, predicate, timeout_s=20.0):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
+async def _wait_state(host, unit, predicate, timeout_s=30.0):
+    async def reached():
         state = await host.services.state(unit)
-        if predicate(state):
-            return state
-        await asyncio.sleep(0.05)
-    return await host.services.state(unit)
+        return state if predicate(state) else None
+
+    return await await_for(reached, f"{unit}'s state", timeout_s=timeout_s)
 
 
 async def test_a_full_disk_under_the_journal_fails_the_unit_with_result_resources(sim_hosts, monkeypatch):

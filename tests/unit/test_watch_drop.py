@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 
 from sim_fixtures import sim_host_config
+from waiting import await_for
 
 from console.config import ConsoleConfig, WatchConfig
 from console.domain.alerts import ENGINE_FAILED, HOST_UNREACHABLE, AlertThresholds
@@ -26,12 +26,7 @@ class LinkDown:
 
 
 async def until(predicate, timeout_s: float = 30.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
+    await await_for(predicate, what, timeout_s=timeout_s)
 
 
 async def test_a_lost_link_raises_unreachable_keeps_the_units_alerts_and_the_link_back_resolves_both(

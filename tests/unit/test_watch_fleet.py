@@ -13,6 +13,7 @@ import time
 
 from fleet_prometheus import fleet_prometheus_fixture  # noqa: F401 (the session fixture)
 from sim_fixtures import free_port
+from waiting import await_for
 
 from console.config import (
     TEMPLATE,
@@ -55,10 +56,8 @@ async def test_prometheus_judges_every_host_and_only_those_in_trouble_are_dialle
                          clock=lambda: fleet.end + time.time() - started)
     task = asyncio.create_task(daemon.run())
     try:
-        deadline = time.monotonic() + 30
-        kv_fired = lambda: any(a.label("alertname") == KV_CACHE_HIGH for a in store.firing())  # noqa: E731
-        while time.monotonic() < deadline and not kv_fired():  # noqa: ASYNC110 (the state file the daemon writes)
-            await asyncio.sleep(0.1)
+        await await_for(lambda: any(a.label("alertname") == KV_CACHE_HIGH for a in store.firing()),
+                        "the KV cache alert in the state file", interval_s=0.1)
         firing = {(a.label("alertname"), a.label("host")) for a in store.firing()}
         assert {(HOST_UNREACHABLE, "gpu-0001"), (HOST_UNREACHABLE, "gpu-0002")} <= firing
         assert (HOST_UNREACHABLE, "gpu-0000") not in firing and (HOST_UNREACHABLE, "gpu-0004") not in firing

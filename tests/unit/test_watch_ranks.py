@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 
 from sim_fixtures import sim_host_config
+from waiting import await_for
 
 from console.config import ConsoleConfig, WatchConfig
 from console.domain.alerts import RANK_DEAD, AlertThresholds, RankLiveness
@@ -29,16 +29,13 @@ async def test_a_rank_the_source_reports_dead_is_raised_and_resolves_when_alive(
     daemon = WatchDaemon([host], config, store, [], say=lambda line: None, rank_source=ranks)
     task = asyncio.create_task(daemon.run())
     try:
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline and not store.firing():  # noqa: ASYNC110 (the state file the daemon writes)
-            await asyncio.sleep(0.05)
+        await await_for(store.firing, "the dead rank's alert in the state file")
         (alert,) = store.firing()
         assert alert.label("alertname") == RANK_DEAD and alert.label("unit") == "sim-k26@ep8.service"
         assert "rank node 1 on worker-1 is not alive (no NCCL RAS heartbeat)" in alert.annotation("summary")
         assert alert.annotation("rank_host") == "worker-1"
         alive["node 1"] = True
-        while time.monotonic() < deadline and store.firing():  # noqa: ASYNC110
-            await asyncio.sleep(0.05)
+        await await_for(lambda: not store.firing(), "the alert to resolve once the rank is back")
         assert store.firing() == [] and store.alerts()[0].ends_at is not None
         assert ("head", "k26") in asked
     finally:

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
-import time
 from collections.abc import Awaitable, Callable
 
-import pytest
+from waiting import await_for
 
 from console.config import HostConfig
 
@@ -21,14 +19,5 @@ def bed_host_config(bed, name: str = "tb1", **overrides: object) -> HostConfig:
 async def wait_until(
     predicate: Callable[[], object | Awaitable[object]], timeout_s: float, what: str, interval_s: float = 0.05
 ) -> object:
-    """Poll a sync or async predicate until truthy; fail naming `what` after `timeout_s`."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = predicate()
-        if asyncio.iscoroutine(value):
-            value = await value
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout_s} s waiting for {what}")
-        await asyncio.sleep(interval_s)
+    """Poll a sync or async predicate until truthy; fail naming `what` after `timeout_s` (scaled)."""
+    return await await_for(predicate, what, timeout_s=timeout_s, interval_s=interval_s)

@@ -43,14 +43,14 @@ async def test_g_asks_before_an_explore_starts(sim_env) -> None:
             assert not explore.running
             await pilot.press("enter")  # the focus starts on Cancel
             assert await wait_for(pilot, lambda: app.screen is explore)
-            await pilot.pause(0.2)
+            await pilot.pause()
             assert not explore.running
 
             await pilot.press("g")
             assert await wait_for(pilot, lambda: isinstance(app.screen, ConfirmUnitAction))
             await pilot.press("n")
             assert await wait_for(pilot, lambda: app.screen is explore)
-            await pilot.pause(0.2)
+            await pilot.pause()
             assert not explore.running
 
             await pilot.press("g")

@@ -18,7 +18,7 @@ async def test_picker_rows_show_full_figures(size: tuple[int, int]) -> None:
         assert await settle(pilot, lambda: isinstance(app.screen, HostScreen) and app.screen.last_view is not None)
         await pilot.press("l")
         assert await settle(pilot, lambda: isinstance(app.screen, LayoutPicker) and app.screen.fits)
-        await pilot.pause(0.1)
+        await pilot.pause()  # the fits drawn
         text = screen_text(app)
         rows = {name: next(line for line in text.splitlines() if f" {name} " in line and ".service" in line)
                 for name in ("TP8", "PP8", "EP8", "TP4 EP2")}

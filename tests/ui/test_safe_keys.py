@@ -46,7 +46,7 @@ async def test_enter_never_forces_a_switch_the_fit_refuses(monkeypatch) -> None:
         await pilot.press("enter")  # the picker again: Enter there opens the confirmation, never more
         assert await settle(pilot, lambda: isinstance(app.screen, ConfirmSwitch) and app.screen.fit_known)
         await pilot.press("y", "tab", "tab")  # y is refused; Tab cannot reach Force (or a disabled Confirm)
-        await pilot.pause(0.1)
+        await pilot.pause()
         assert isinstance(app.screen, ConfirmSwitch) and app.focused.id == "confirm-no" and started == []
         await pilot.press("f")  # the explicit force key
         assert await settle(pilot, lambda: started == [("TP4 EP2", True)])
@@ -94,9 +94,8 @@ async def test_read_only_refuses_stop_and_restart_in_the_tui() -> None:
     async with app.run_test(size=(120, 40)) as pilot:
         assert await settle(pilot, lambda: isinstance(app.screen, HostScreen) and app.screen.last_view is not None)
         app.screen._unit_action("stop")  # what `S` would do if its binding were not hidden
-        await pilot.pause(0.1)
+        assert await settle(pilot, lambda: any("read-only mode" in n.message for n in app._notifications))
         assert not isinstance(app.screen, ConfirmUnitAction)
-        assert any("read-only mode" in n.message for n in app._notifications)
 
 
 def test_help_says_enter_does_not_confirm_and_f_forces() -> None:
@@ -155,7 +154,7 @@ async def test_notifications_show_host_text_inert_and_redacted() -> None:
     async with app.run_test(size=(120, 40)) as pilot:
         assert await settle(pilot, lambda: isinstance(app.screen, HostScreen))
         app.notify("gpu1: start failed: \x1b]52;c;aGk=\x07[bold]\u202eevil api_key=sk-live-1")
-        await pilot.pause(0.05)
+        assert await settle(pilot, lambda: any("gpu1: start failed" in n.message for n in app._notifications))
         note = list(app._notifications)[-1]
         assert note.message == "gpu1: start failed: \\x1b]52;c;aGk=\\x07[bold]\\u202eevil api_key=***"
         assert note.markup is False  # `[bold]` from a host is text, not markup
@@ -170,6 +169,6 @@ async def test_pane_errors_from_a_host_are_inert() -> None:
         assert await settle(pilot, lambda: isinstance(app.screen, HostScreen) and app.screen.last_view is not None)
         for pane in (app.screen.query_one(ServicePane), app.screen.query_one(GpuPane)):
             pane._failed("nvidia-smi failed: \x1b[2J\u009b31m[bold]HF_TOKEN=hf_abcdefghijklmnopqrstuvwx")
-            await pilot.pause(0.05)
+            assert await settle(pilot, lambda pane=pane: pane.error is not None)
             assert pane.error == "nvidia-smi failed: \\x1b[2J\\x9b31m[bold]HF_TOKEN=***"
         assert "\\x1b[2J" in screen_text(app) and "[bold]HF_TOKEN=***" in screen_text(app)  # markup shown as text

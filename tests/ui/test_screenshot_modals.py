@@ -34,7 +34,7 @@ async def test_ctrl_s_saves_a_screenshot_in_every_modal(tmp_path, modal) -> None
         assert await settle(pilot, lambda: isinstance(app.screen, HostScreen) and app.screen.last_view is not None)
         for key in keys:
             await pilot.press(key)
-            await pilot.pause(0.2)
+            await pilot.pause()
         assert await settle(pilot, lambda: isinstance(app.screen, screen_type))
         await pilot.press("ctrl+s")
         assert await settle(pilot, lambda: len(list(tmp_path.glob("*.svg"))) == 1)

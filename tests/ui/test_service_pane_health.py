@@ -48,8 +48,7 @@ async def test_fit_detail_and_last_ready_show_in_full(size: tuple[int, int]) -> 
         pane = app.screen.query_one(ServicePane)
         now[0] = T0 + 3600 * 2  # an old reading with its age still fits
         pane.show(dataclasses.replace(pane.view, health=HealthSample(T0, "starting", http_status=503)))
-        await pilot.pause(0.1)
-        assert any("health  starting (HTTP 503, 2h00m ago)" in row for row in pane_rows(app))
+        assert await settle(pilot, lambda: any("health  starting (HTTP 503, 2h00m ago)" in row for row in pane_rows(app)))
         assert not any("…" in row for row in pane_rows(app))
 
 

@@ -11,6 +11,7 @@ import json
 
 import pytest
 from fixed_host import DATA, EP8_USED, fixed_app, loading_series
+from waiting import settle as settle_until
 
 from console.hosts.gpus.nvidia_smi import GpuHistory
 from console.ops.switch.events import event_from_json, result_from_json
@@ -22,12 +23,10 @@ from console.ui.widgets.switch_progress import SwitchPanel
 SIZE = (120, 40)
 
 
-async def settle(pilot, predicate=lambda: True, tries: int = 50) -> None:
-    for _ in range(tries):
-        await pilot.pause(0.05)
-        if predicate():
-            break
-    await pilot.pause(0.1)
+async def settle(pilot, predicate=lambda: True) -> None:
+    """Until `predicate()` holds, then until the app is idle: the screen is drawn before its snapshot."""
+    await settle_until(pilot, predicate, what="the screen to show what the snapshot draws")
+    await pilot.pause()
 
 
 def with_history(app) -> None:

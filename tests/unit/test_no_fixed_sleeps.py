@@ -43,7 +43,9 @@ def test_deliberate_delays_stay_few() -> None:
 
 
 def test_the_check_sees_each_form_of_a_fixed_sleep() -> None:
-    for line in ("time.sleep(1)", "await asyncio.sleep(0.5)", "await pilot.pause(.1)", "asyncio.sleep(0)"):
+    # "|" stands for "(" so that this file's own source is no hit
+    for call in ("time.sleep|1)", "await asyncio.sleep|0.5)", "await pilot.pause|.1)", "asyncio.sleep|0)"):
+        line = call.replace("|", "(")
         assert FIXED.search(line), line
     for line in ("time.sleep(interval_s)", "await pilot.pause()", "wait_for(lambda: done, 'the reply')"):
         assert not FIXED.search(line), line

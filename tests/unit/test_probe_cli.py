@@ -8,11 +8,11 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 from sim_fixtures import demo_config_copy, engine_pids
+from waiting import wait_for
 
 from console.config import load_config
 
@@ -115,7 +115,14 @@ def test_ctrl_c_mid_explore_leaves_one_ready_engine(demo_env):
             if seen[-1].get("event") == "result":
                 break
         assert seen[-1]["outcome"] == "ready", seen[-1]
-        time.sleep(1.0)
+        journals = list((cwd / "state").rglob("sglang-k26@ep8.service/journal.jsonl"))
+        assert len(journals) == 1, journals
+
+        def decodes() -> int:
+            return journals[0].read_text().count("Decode batch.")
+
+        before = decodes()
+        wait_for(lambda: decodes() > before, "EP8 to decode the probe's first request")  # into its probe
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=120)
     finally:

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 import uuid
 from pathlib import Path
 
 import pytest
 from alertmanager import alertmanager, alertmanager_session  # noqa: F401 (fixtures)
 from sim_fixtures import sim_host_config
+from waiting import await_for
 
 from console.config import ConsoleConfig, WatchConfig
 from console.domain.alerts import CRASH_LOOP, ENGINE_FAILED, AlertThresholds
@@ -75,13 +75,8 @@ async def watch(sim_hosts, alertmanager, tmp_path):  # noqa: F811 (the fixture i
 
 
 async def until(predicate, timeout_s: float = 30.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = await asyncio.to_thread(predicate)
-        if value:
-            return value
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout_s:g} s waiting for {what}")
+    """`predicate` (blocking: it may ask Alertmanager) polled in a thread until truthy."""
+    return await await_for(lambda: asyncio.to_thread(predicate), what, timeout_s=timeout_s, interval_s=0.1)
 
 
 async def test_a_failed_start_reaches_alertmanager_with_its_card(watch, alertmanager):  # noqa: F811
@@ -158,7 +153,8 @@ async def test_alertmanager_down_then_up_loses_no_alert(watch, alertmanager):  #
     await until(lambda: watch.store.alerts(host=host), what="the failure in the state file")
     await until(lambda: any("unreachable" in line for line in watch.lines), what="the delivery to fail")
     assert watch.store.queued(f"alertmanager {server.url}") >= 1
-    await asyncio.sleep(1.5)  # a few retries while it is down
+    sink = f"alertmanager {server.url}"
+    await until(lambda: watch.store.pending(sink, 1)[0].attempts >= 2, what="a retry while it is down")
     server.start()
     found = await until(lambda: server.alerts(alertname=ENGINE_FAILED, host=host), timeout_s=30,
                         what="the queued alert once Alertmanager is back")
@@ -176,7 +172,10 @@ async def test_the_daemon_restarted_raises_no_second_alert(watch, alertmanager):
     await until(lambda: capture.alerts("/hook"), what="the webhook's delivery")
     await watch.stop()
     watch.start()  # the same state file, as systemd's Restart=always would start it again
-    await asyncio.sleep(4.0)  # several re-sends and readings later
+    for _ in range(2):  # two re-sends from the restarted daemon, each moving the alert's endsAt on
+        ends = server.alerts(alertname=ENGINE_FAILED, host=host)[0]["endsAt"]
+        await until(lambda ends=ends: server.alerts(alertname=ENGINE_FAILED, host=host)[0]["endsAt"] != ends,
+                    what="a re-send from the restarted daemon")
     again = server.alerts(alertname=ENGINE_FAILED, host=host)
     assert len(again) == 1 and again[0]["fingerprint"] == first["fingerprint"]
     assert again[0]["startsAt"] == first["startsAt"]

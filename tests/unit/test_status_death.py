@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from sim_fixtures import free_port
-from test_sim_vllm import qwen_host
+from sim_fixtures import free_port, qwen_host
 from waiting import await_for
 
 from console.config import LayoutConfig

@@ -5,16 +5,14 @@ from __future__ import annotations
 import asyncio
 import sys
 import textwrap
-import time
 
 import pytest
+from journal_fakes import LaggingJournal, LateJournal, NoJournal, SystemdLineFirst
 from sim_fixtures import EP8, TP4EP2, TP8, failing, fake_engine, sim_host_config
-from waiting import await_for
 
 from console.domain.models import FindingClass
 from console.ops.switch.events import FindingEvent, PhaseEvent, ResultEvent
 from console.ops.switch.orchestrate import switch_layout
-from console.ops.switch.watch import JOURNAL_GRACE_S
 
 
 @pytest.mark.parametrize(
@@ -32,7 +30,7 @@ async def test_each_injected_failure_is_reported_with_its_triaged_cause(sim_host
     result = await switch_layout(host, None, "BAD", rollback=False, timeout_s=60, on_event=events.append)
     assert result.outcome == "failed", result.reason
     assert result.failure is not None and result.failure.cls is cls
-    assert result.detected_after_s is not None and result.detected_after_s < 1.0
+    assert result.detected_after_s is not None  # how soon: bench/verdict_cases.py
     assert result.rollback is None
     assert any(isinstance(e, FindingEvent) and e.finding.cls is cls for e in events)
     assert [e for e in events if isinstance(e, ResultEvent)] == [events[-1]]
@@ -42,7 +40,7 @@ async def test_forced_oom_fails_with_the_oom_facts_and_rolls_back_to_the_last_re
     host = sim_hosts()
     audit = sim_hosts.audit()
     first = await switch_layout(host, None, "EP8", audit=audit, timeout_s=60)
-    assert first.outcome == "ready" and first.detected_after_s < 1.0
+    assert first.outcome == "ready" and first.detected_after_s is not None  # how soon: bench/verdict_cases.py
     events = []
     result = await switch_layout(
         host, None, "TP4EP2", force=True, audit=audit, timeout_s=60, on_event=events.append
@@ -53,7 +51,7 @@ async def test_forced_oom_fails_with_the_oom_facts_and_rolls_back_to_the_last_re
     assert failure["tried_bytes"] == 672 * 2**20
     for key in ("total_bytes", "free_bytes", "in_use_bytes"):
         assert failure[key] > 0
-    assert result.detected_after_s < 1.0
+    assert result.detected_after_s is not None  # how soon: bench/verdict_cases.py
     assert (
         result.rollback is not None and result.rollback.outcome == "ready" and result.rollback.layout == "EP8"
     )
@@ -114,118 +112,43 @@ async def test_a_second_switch_is_refused_while_another_process_holds_the_lock(s
     assert (await switch_layout(host, None, "EP8", timeout_s=60)).outcome == "ready"
 
 
-class _NoJournal:
-    """A service manager whose journal says nothing: only the unit state can tell.
-
-    Subclasses change what a followed journal delivers by overriding `_follow`; reads without follow
-    (the switch's cursor before a start) always go straight to the real journal.
-    """
-
-    def __init__(self, inner):
-        self._inner = inner
-
-    def __getattr__(self, name):
-        return getattr(self._inner, name)
-
-    async def _follow(self, unit, after_cursor, lines):
-        await asyncio.Event().wait()
-        yield  # pragma: no cover
-
-    def _inner_follow(self, unit, after_cursor, lines):
-        return self._inner.journal(unit, after_cursor=after_cursor, follow=True, lines=lines)
-
-    def journal(self, unit, *, after_cursor=None, follow=True, lines=None):
-        if not follow:
-            return self._inner.journal(unit, after_cursor=after_cursor, follow=False, lines=lines)
-        return self._follow(unit, after_cursor, lines)
-
-
-class _LaggingJournal(_NoJournal):
-    """A journal that delivers each entry `lag_s` late, as a loaded SSH link can: the unit state shows
-    the death before the journal's OOM line arrives."""
-
-    def __init__(self, inner, lag_s):
-        super().__init__(inner)
-        self.lag_s = lag_s
-
-    async def _follow(self, unit, after_cursor, lines):
-        async for entry in self._inner_follow(unit, after_cursor, lines):
-            await asyncio.sleep(max(0.0, entry.ts + self.lag_s - time.time()))
-            yield entry
-
-
 async def test_a_lagging_journal_still_names_the_oom_the_unit_state_saw_first(sim_hosts):
     host = sim_hosts()
-    host.services = _LaggingJournal(host.services, lag_s=0.6)
+    host.services = LaggingJournal(host.services, lag_s=0.6)
     result = await switch_layout(host, None, "TP4EP2", force=True, rollback=False, timeout_s=60, state_poll_s=0.05)
     assert result.outcome == "failed"
     assert result.failure.cls is FindingClass.CUDA_OOM, result.reason
-    assert result.detected_after_s < 1.0
-
-
-class _LateJournal(_NoJournal):
-    """A journal stream that starts only `delay_s` after the unit has died, as journalctl -f over a
-    loaded SSH link can: the unit state shows the death before the journal has said anything."""
-
-    def __init__(self, inner, delay_s):
-        super().__init__(inner)
-        self.delay_s = delay_s
-
-    async def _follow(self, unit, after_cursor, lines):
-        async def failed():
-            return (await self._inner.state(unit)).active == "failed"
-
-        await await_for(failed, f"{unit} to fail")
-        await asyncio.sleep(self.delay_s)  # the late start itself, on purpose
-        async for entry in self._inner_follow(unit, after_cursor, lines):
-            yield entry
+    assert result.detected_after_s is not None  # how soon: bench/verdict_cases.py
 
 
 async def test_a_journal_that_starts_late_still_names_the_oom(sim_hosts):
     host = sim_hosts()
-    host.services = _LateJournal(host.services, delay_s=0.8)
+    host.services = LateJournal(host.services, delay_s=0.8)
     result = await switch_layout(host, None, "TP4EP2", force=True, rollback=False, timeout_s=60, state_poll_s=0.05)
     assert result.outcome == "failed"
     assert result.failure.cls is FindingClass.CUDA_OOM, result.reason
-
-
-class _SystemdLineFirst(_NoJournal):
-    """A journal that stores systemd's `Main process exited` before the engine's OOM line, as journald
-    can when the engine's stdout stream is read after PID 1's message."""
-
-    async def _follow(self, unit, after_cursor, lines):
-        held = []
-        async for entry in self._inner_follow(unit, after_cursor, lines):
-            if "OutOfMemoryError" in entry.message:
-                held.append(entry)
-                continue
-            yield entry
-            if "Main process exited" in entry.message:
-                for late in held:
-                    yield late
-                held.clear()
 
 
 async def test_the_oom_is_named_even_when_systemds_exit_line_comes_first(sim_hosts):
     host = sim_hosts()
-    host.services = _SystemdLineFirst(host.services)
+    host.services = SystemdLineFirst(host.services)
     result = await switch_layout(host, None, "TP4EP2", force=True, rollback=False, timeout_s=60, state_poll_s=0.05)
     assert result.outcome == "failed"
     assert result.failure.cls is FindingClass.CUDA_OOM, result.reason
-    assert result.detected_after_s < 1.0
+    assert result.detected_after_s is not None  # how soon: bench/verdict_cases.py
 
 
 async def test_a_death_the_journal_does_not_explain_is_failed_from_the_unit_state(sim_hosts, monkeypatch):
     fake_engine(monkeypatch, "import time, sys\ntime.sleep(0.3)\nsys.exit(3)\n")  # deliberate: up, then dies
     host = sim_hosts()
-    host.services = _NoJournal(host.services)
+    host.services = NoJournal(host.services)
     result = await switch_layout(host, None, "EP8", rollback=False, timeout_s=30, state_poll_s=0.05)
     assert result.outcome == "failed"
     assert result.failure.cls is FindingClass.UNIT_FAILED
     assert "exit-code" in result.reason
     # A journal that has said nothing at all may still be starting (journalctl -f over a loaded SSH
-    # link), so the state's verdict waits the whole grace for it; never longer.
-    assert result.detected_after_s < JOURNAL_GRACE_S + 0.5
+    # link), so the state's verdict waits the whole grace for it (JOURNAL_GRACE_S; how long: the bench).
+    assert result.detected_after_s is not None  # how soon: bench/verdict_cases.py
 
 
 async def test_an_engine_that_never_gets_ready_times_out(sim_hosts, monkeypatch):

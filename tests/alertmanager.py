@@ -17,7 +17,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import threading
 import urllib.request
@@ -27,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ports import free_port
 from waiting import WaitTimeout, wait_for
 
 BINARY = "prometheus-alertmanager"
@@ -39,12 +39,6 @@ def missing_reason() -> str | None:
     if missing:
         return f"{' and '.join(missing)} not installed (Debian: apt-get install prometheus-alertmanager)"
     return None
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 class Capture:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import socket
 import subprocess
 import time
 import urllib.request
@@ -27,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from ports import free_port
 from waiting import WaitTimeout, wait_for
 
 GPU_TOTAL_MIB = 81559  # an H100 80 GB as nvidia-smi and dcgm report it
@@ -136,12 +136,6 @@ class SyntheticFleet:
                 yield f"{names[3]}{{{labels}}} {self.tokens_per_s(i) * since:.1f} {t:.3f}"
         for t in self._times(last):
             yield f"up{{{base}}} {0 if i == self.down and t > engine_last else 1} {t:.3f}"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def backfill(fleet: SyntheticFleet, data_dir: Path) -> float:

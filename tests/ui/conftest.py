@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import socket
 import sys
 import time
 from pathlib import Path
 
 import pytest
+from ports import free_port
 
 sys.path.insert(0, str(Path(__file__).parent))  # screen_text, fixed_host
 
@@ -19,12 +19,6 @@ os.environ["TZ"] = "UTC"
 time.tzset()
 
 TIME_SCALE = "0.02"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def demo_config_on_free_port():

@@ -2,20 +2,13 @@
 
 from __future__ import annotations
 
-import socket
-
 import pytest
 from aiohttp import web
+from ports import free_port
 
 from console.domain.models import Engine
 from console.errors import HostError
 from console.hosts.endpoints.health import PROBE_USER_AGENT, HttpHealthProbe
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Engineish:
@@ -24,7 +17,7 @@ class Engineish:
     def __init__(self, *, has_health: bool = True):
         self.ready = False
         self.runner = None
-        self.port = _free_port()
+        self.port = free_port()
         self.has_health = has_health
         self.requests: list[tuple[str, str]] = []
         """(path, User-Agent) of every request."""

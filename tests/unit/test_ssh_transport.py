@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 
 import pytest
+from ports import free_port
 from ssh_fake_server import start_fake_sshd
 from waiting import await_for, wait_for
 
@@ -90,15 +90,9 @@ async def test_drop_raises_transport_lost_then_reconnects_and_counts(transport, 
     await resumed.aclose()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 async def test_down_host_fails_fast_and_does_not_block_another(tmp_path, sshd, transport):
     down = SshTransport(
-        sshd.host_config(name="dead", port=_free_port()), backoff_base_s=0.05, backoff_max_s=0.2
+        sshd.host_config(name="dead", port=free_port()), backoff_base_s=0.05, backoff_max_s=0.2
     )
     try:
         good, bad = await asyncio.gather(
@@ -113,7 +107,7 @@ async def test_down_host_fails_fast_and_does_not_block_another(tmp_path, sshd, t
 
 
 async def test_host_that_comes_back_is_marked_up_again(tmp_path):
-    port = _free_port()
+    port = free_port()
     first = await start_fake_sshd(tmp_path, port=port)
     t = SshTransport(first.host_config(), backoff_base_s=0.05, backoff_max_s=0.2)
     try:

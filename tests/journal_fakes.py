@@ -11,6 +11,8 @@ import time
 
 from waiting import await_for
 
+from console.domain.models import JournalEntry
+
 
 class NoJournal:
     """A service manager whose journal says nothing: only the unit state can tell.
@@ -85,3 +87,51 @@ class SystemdLineFirst(NoJournal):
                 for late in held:
                     yield late
                 held.clear()
+
+
+class FakeJournal:
+    """A unit's journal that grows while streams follow it; counts the streams open at once."""
+
+    def __init__(self) -> None:
+        self.entries: list[JournalEntry] = []
+        self.grew = asyncio.Event()
+        self.open_now = 0
+        self.most_open = 0
+        self.opened = 0
+
+    def add(self, message: str) -> JournalEntry:
+        entry = JournalEntry(ts=float(len(self.entries)), unit="u.service", message=message,
+                             cursor=f"c{len(self.entries)}")
+        self.entries.append(entry)
+        self.grew.set()
+        self.grew = asyncio.Event()
+        return entry
+
+    async def journal(self, unit, *, after_cursor=None, follow=True, lines=None):
+        self.open_now += 1
+        self.opened += 1
+        self.most_open = max(self.most_open, self.open_now)
+        try:
+            if after_cursor is not None:
+                at = next(i for i, e in enumerate(self.entries) if e.cursor == after_cursor) + 1
+            else:
+                at = 0 if lines is None else max(0, len(self.entries) - lines)
+            while True:
+                while at < len(self.entries):
+                    yield self.entries[at]
+                    at += 1
+                if not follow:
+                    return
+                await self.grew.wait()
+        finally:
+            self.open_now -= 1
+
+
+async def take(stream, n: int, timeout_s: float = 2.0) -> list:
+    out = []
+    async with asyncio.timeout(timeout_s):
+        async for read in stream:
+            out.append(read)
+            if len(out) == n:
+                break
+    return out

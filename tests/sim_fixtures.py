@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import signal
 import sys
 import textwrap
 from pathlib import Path
@@ -190,3 +192,12 @@ async def until_logged(host, unit: str, needle: str, *, more_than: int = 0, time
         return n if n > more_than else 0
 
     return await await_for(count, f"{unit} to log {needle!r} (more than {more_than}x)", timeout_s=timeout_s)
+
+
+async def kill_engine(host, layout: str) -> None:
+    """SIGKILL the layout's engine, as an engine that dies on its own."""
+    service = host.config.services[0]
+    state = await host.services.state(service.unit_for(service.layout(layout)))
+    assert state.main_pid
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(state.main_pid, signal.SIGKILL)

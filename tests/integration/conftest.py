@@ -338,6 +338,13 @@ def testbed() -> Iterator[Testbed]:
             TIMINGS.append(f"down: {time.monotonic() - start:.1f} s")
 
 
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Under pytest-xdist, hand the times to the controller (tests/conftest.py prints them)."""
+    output = getattr(session.config, "workeroutput", None)
+    if output is not None and TIMINGS:
+        output["testbed_timings"] = list(TIMINGS)
+
+
 def pytest_terminal_summary(terminalreporter) -> None:
     """Report how long the test hosts took to boot and tear down (for CI's closing note)."""
     if TIMINGS:

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from conftest import demo_config_on_free_port
+from demo_config import demo_config_on_free_port
+from pilot_wait import wait_for
 from screen_text import screen_text
-from test_tui_story import wait_for
 from textual.widgets import Input, SelectionList
 
 from console.ui.screens.confirm_unit import ConfirmUnitAction

@@ -7,9 +7,9 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from conftest import demo_config_on_free_port
+from demo_config import demo_config_on_free_port
+from pilot_wait import wait_for
 from screen_text import screen_text
-from test_tui_story import wait_for
 
 from console.ops.explore.probe_load import ProbeOptions
 from console.ui.screens import probe as probe_screen

@@ -3,7 +3,7 @@ the help's order, probe lines folded with a toggle and a count, and a filter hin
 
 from __future__ import annotations
 
-from fixed_host import fixed_app
+from fixed_host import fixed_app, gpu_pane_with_data
 from pilot_wait import settle
 from screen_text import screen_text
 
@@ -107,17 +107,6 @@ async def test_the_filter_hint_names_class_traceback() -> None:
         find = app.screen.query_one("#journal-find")
         assert "class:traceback" in find.placeholder
         assert "class:traceback" in BY_ID["journal.filter"].tooltip
-
-
-async def gpu_pane_with_data(pilot):
-    """The host screen's GPU pane once its first sample is in."""
-    from console.ui.widgets.gpu_pane import GpuPane
-
-    app = pilot.app
-    assert await settle(pilot, lambda: isinstance(app.screen, HostScreen) and app.screen.query(GpuPane))
-    pane = app.screen.query_one(GpuPane)
-    assert await settle(pilot, lambda: pane.snapshot is not None)
-    return pane
 
 
 async def test_gpu_colours_follow_the_layouts_expected_memory_and_flag_the_unusual() -> None:

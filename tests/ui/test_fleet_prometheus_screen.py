@@ -58,8 +58,7 @@ async def test_rows_come_from_prometheus_and_no_host_is_connected(fleet_promethe
 async def test_gpu_pane_puts_a_gpus_last_xid_first() -> None:
     import dataclasses as dc
 
-    from fixed_host import fixed_app
-    from test_first_minutes import gpu_pane_with_data
+    from fixed_host import fixed_app, gpu_pane_with_data
 
     app = fixed_app({"demo": "ep8"})
     async with app.run_test(size=(120, 40)) as pilot:

@@ -60,10 +60,10 @@ async def test_remapped_key_runs_the_action() -> None:
         assert screen is app.screen
 
 
-async def test_readonly_hides_and_refuses_changes() -> None:
+async def test_readonly_hides_and_refuses_changes(host_screen_ready) -> None:
     app = fixed_app({"demo": "ep8"}, readonly=True)
     async with app.run_test(size=(120, 40)) as pilot:
-        assert await settle(pilot, lambda: isinstance(app.screen, HostScreen) and app.screen.last_view is not None)
+        await host_screen_ready(pilot)
         def footer() -> str:
             return [line for line in screen_text(app).splitlines() if line.strip()][-1]
 
@@ -90,10 +90,10 @@ async def test_readonly_hides_and_refuses_changes() -> None:
         assert names and not any(n.startswith("layout: switch") or n == "service: restart" for n in names)
 
 
-async def test_palette_switch_command_asks_for_confirmation() -> None:
+async def test_palette_switch_command_asks_for_confirmation(host_screen_ready) -> None:
     app = fixed_app({"demo": "ep8"})
     async with app.run_test(size=(120, 40)) as pilot:
-        assert await settle(pilot, lambda: isinstance(app.screen, HostScreen) and app.screen.last_view is not None)
+        await host_screen_ready(pilot)
         await pilot.press("ctrl+p")
         assert await settle(pilot, lambda: isinstance(app.screen, CommandPalette))
         await pilot.press(*"layout: switch to PP8 on demo")
@@ -210,7 +210,7 @@ async def test_worker_error_becomes_a_notification() -> None:
         assert app.is_running
 
 
-async def test_tab_shows_the_next_service() -> None:
+async def test_tab_shows_the_next_service(host_screen_ready) -> None:
     import dataclasses
 
     import fixed_host
@@ -225,7 +225,7 @@ async def test_tab_shows_the_next_service() -> None:
     host = fixed_host.demo_like_host(host_cfg, scenario="ep8")
     app = ConsoleApp([host], config=config, clock=fixed_host.frozen_clock)
     async with app.run_test(size=(120, 40)) as pilot:
-        assert await settle(pilot, lambda: isinstance(app.screen, HostScreen) and app.screen.last_view is not None)
+        await host_screen_ready(pilot)
         await pilot.press("tab")
         assert await settle(pilot, lambda: "service second-svc" in screen_text(app))
         assert app.screen.service.name == "second-svc" and "second-svc" in screen_text(app).splitlines()[0]

@@ -7,6 +7,7 @@ OOM line, and the rollback brings EP8 back to READY.
 
 from __future__ import annotations
 
+from pilot_wait import wait_for
 from screen_text import screen_text
 from waiting import settle
 
@@ -15,10 +16,6 @@ from console.ui.screens.confirm import ConfirmSwitch
 from console.ui.screens.picker import LayoutPicker
 from console.ui.widgets.journal_view import JournalView
 from console.ui.widgets.switch_progress import SwitchPanel
-
-
-async def wait_for(pilot, predicate, timeout_s: float = 30.0) -> bool:
-    return await settle(pilot, predicate, timeout_s=timeout_s)
 
 
 async def test_forced_oom_shows_card_highlight_and_rollback(demo_app) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -54,3 +55,40 @@ def journal_dir(tmp_path: Path, unit: str = UNIT) -> Path:
     from console.hosts.state_dir import sim_host_dir
 
     return sim_host_dir(tmp_path / "state", HOST) / "units" / unit
+
+
+def sim_pids(root: Path) -> list[int]:
+    """Live simulated supervisors and engines whose command line names a path under `root`."""
+    out = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/cmdline", "rb") as fh:
+                argv = fh.read().split(b"\0")
+            with open(f"/proc/{entry.name}/stat") as fh:
+                zombie = fh.read().rpartition(")")[2].split()[0] in ("Z", "X")
+        except OSError:
+            continue
+        if not zombie and any(b"console.sim" in a for a in argv) and any(str(root).encode() in a for a in argv):
+            out.append(int(entry.name))
+    return out
+
+
+def kill_leftovers(root: Path) -> list[int]:
+    """SIGKILL what a run left behind under `root` (the test stays hermetic when the code under test fails)."""
+    left = sim_pids(root)
+    for pid in left:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    return left
+
+
+def story_env(tmp_path: Path) -> dict:
+    """The headless demo with its temporary state dir, and its port locks, under `tmp_path`."""
+    (tmp_path / "tmp").mkdir(exist_ok=True)
+    env = dict(os.environ, TMPDIR=str(tmp_path / "tmp"), SERVE_CONSOLE_PORT_LOCK_DIR=str(tmp_path / "locks"))
+    env.pop("SERVE_CONSOLE_STATE_DIR", None)
+    return env

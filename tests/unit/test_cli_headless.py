@@ -8,46 +8,12 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
-import pytest
-from sim_fixtures import demo_config_copy, engine_pids, wait_until
+import headless_cli
+from headless_cli import cli, json_lines
+from sim_fixtures import wait_until
 
-
-@pytest.fixture
-def demo_env(tmp_path):
-    """The packaged demo cluster on free ports, with its own state dir; its units stopped at the end."""
-    demo_config_copy(tmp_path)
-    env = dict(
-        os.environ, SERVE_CONSOLE_STATE_DIR=str(tmp_path / "state"), SERVE_CONSOLE_SIM_TIME_SCALE="0.03"
-    )
-    yield tmp_path, env
-    _stop_units(tmp_path, env)
-    assert engine_pids(tmp_path / "state") == []
-
-
-def _stop_units(tmp_path: Path, env: dict) -> None:
-    code = (
-        "import asyncio\nfrom console.config import load_config\nfrom console.factory import open_host\n"
-        "async def main():\n    host = open_host(load_config('hosts.toml').hosts[0])\n"
-        "    await host.services.stop_all()\n    await host.close()\nasyncio.run(main())\n"
-    )
-    subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, timeout=60, check=True)
-
-
-def cli(cwd: Path, env: dict, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "console", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-
-
-def json_lines(text: str) -> list[dict]:
-    return [json.loads(line) for line in text.splitlines() if line.strip()]
+demo_env = headless_cli.demo_env  # the fixture, used by name
 
 
 def test_forced_tp4ep2_fails_with_oom_facts_then_rolls_back_to_ep8(demo_env):

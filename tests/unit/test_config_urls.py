@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_fleet_config import HOST, parse
+from fleet_text import HOST, parse
 
 from console.errors import ConfigError
 

@@ -6,9 +6,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from sim_cli import sim_toml
+from sim_cli import kill_leftovers, sim_toml, story_env
 from sim_fixtures import REPO, engine_pids, free_port
-from test_signals import kill_leftovers, story_env
 
 
 def demo(tmp_path, *args: str, cwd=REPO) -> subprocess.CompletedProcess:

@@ -6,11 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
-import signal
 
 import pytest
-from sim_fixtures import EP8, TP8, logged, until_logged
+from sim_fixtures import EP8, TP8, kill_engine, logged, until_logged
 
 from console.domain.models import HealthSample
 from console.ops.explore.probe import ProbeRefused, probe_service
@@ -21,7 +19,6 @@ from console.ops.explore.results_store import ResultsStore
 from console.ops.explore.results_table import Pick
 from console.ops.explore.sweep import Explore, ExploreRefused, explore_lock_name
 from console.ops.switch.events import ResultEvent
-from console.ops.switch.orchestrate import switch_layout
 
 # Long enough (200 tokens a request) that a kill lands while the first level runs.
 SLOW = ProbeOptions(concurrency=(1, 4), num_prompts=4, input_len=16, output_len=200, warmup=0)
@@ -34,15 +31,6 @@ def explorer(sim_hosts, host, on_event=None):
     return Explore(host, host.config.services[0], audit=audit, store=store, on_event=on_event), store
 
 
-async def kill_engine(host, layout: str) -> None:
-    """SIGKILL the layout's engine, as an engine that dies on its own."""
-    service = host.config.services[0]
-    state = await host.services.state(service.unit_for(service.layout(layout)))
-    assert state.main_pid
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(state.main_pid, signal.SIGKILL)
-
-
 async def running_ready(host) -> str | None:
     service = host.config.services[0]
     running = [lc.name for lc in service.layouts if (await host.services.state(service.unit_for(lc))).is_running]
@@ -50,9 +38,8 @@ async def running_ready(host) -> str | None:
     return running[0] if len(running) == 1 and ready else None
 
 
-async def test_an_engine_killed_mid_probe_is_failed_never_best_and_the_start_layout_comes_back(sim_hosts):
-    host = sim_hosts(layout_specs=(EP8, TP8))
-    assert (await switch_layout(host, None, "EP8", timeout_s=60)).outcome == "ready"
+async def test_an_engine_killed_mid_probe_is_failed_never_best_and_the_start_layout_comes_back(ep8_up, sim_hosts):
+    host = await ep8_up(layout_specs=(EP8, TP8))
     kills: list[asyncio.Task] = []
 
     service = host.config.services[0]
@@ -81,10 +68,9 @@ async def test_an_engine_killed_mid_probe_is_failed_never_best_and_the_start_lay
     store.close()
 
 
-async def test_a_probe_in_which_every_request_failed_is_stored_failed_and_never_best(sim_hosts):
-    host = sim_hosts(layout_specs=(EP8,))
+async def test_a_probe_in_which_every_request_failed_is_stored_failed_and_never_best(ep8_up, sim_hosts):
+    host = await ep8_up(layout_specs=(EP8,))
     service = host.config.services[0]
-    assert (await switch_layout(host, None, "EP8", timeout_s=60)).outcome == "ready"
     store = ResultsStore(sim_hosts.state_root / "audit.sqlite3")
     ep8 = service.unit_for(service.layout("EP8"))
     before = await logged(host, ep8, "Decode batch.")
@@ -115,9 +101,8 @@ class SlowFirstHealth:
         await self.inner.close()
 
 
-async def test_return_ends_on_the_running_layout_even_when_its_health_was_slow_at_the_start(sim_hosts):
-    host = sim_hosts(layout_specs=(EP8, TP8))
-    assert (await switch_layout(host, None, "EP8", timeout_s=60)).outcome == "ready"
+async def test_return_ends_on_the_running_layout_even_when_its_health_was_slow_at_the_start(ep8_up, sim_hosts):
+    host = await ep8_up(layout_specs=(EP8, TP8))
     host.probes["k26"] = SlowFirstHealth(host.probes["k26"])
     run, store = explorer(sim_hosts, host)
     result = await run.run(ExploreOptions(("TP8",), QUICK, return_to_start=True))
@@ -126,9 +111,8 @@ async def test_return_ends_on_the_running_layout_even_when_its_health_was_slow_a
     store.close()
 
 
-async def test_when_no_layout_meets_the_pick_rule_the_start_layout_is_left_running(sim_hosts):
-    host = sim_hosts(layout_specs=(EP8, TP8))
-    assert (await switch_layout(host, None, "EP8", timeout_s=60)).outcome == "ready"
+async def test_when_no_layout_meets_the_pick_rule_the_start_layout_is_left_running(ep8_up, sim_hosts):
+    host = await ep8_up(layout_specs=(EP8, TP8))
     run, store = explorer(sim_hosts, host)
     result = await run.run(ExploreOptions(("TP8",), QUICK, pick=Pick("ttft-slo", 0.001)))
     assert [r.outcome for r in result.layouts] == ["measured"] and result.best is None
@@ -138,20 +122,18 @@ async def test_when_no_layout_meets_the_pick_rule_the_start_layout_is_left_runni
     store.close()
 
 
-async def test_a_probe_is_refused_while_an_explore_of_the_service_runs(sim_hosts):
-    host = sim_hosts(layout_specs=(EP8,))
+async def test_a_probe_is_refused_while_an_explore_of_the_service_runs(ep8_up, sim_hosts):
+    host = await ep8_up(layout_specs=(EP8,))
     service = host.config.services[0]
-    assert (await switch_layout(host, None, "EP8", timeout_s=60)).outcome == "ready"
     async with host.lock(explore_lock_name(service)):  # what an explore holds for its whole sweep
         with pytest.raises(ProbeRefused, match="an explore or a switch of it runs"):
             await probe_service(host, service, QUICK)
     assert len(await probe_service(host, service, QUICK)) == 1  # and runs once it has ended
 
 
-async def test_an_explore_is_refused_while_a_probe_of_the_service_runs(sim_hosts):
-    host = sim_hosts(layout_specs=(EP8, TP8))
+async def test_an_explore_is_refused_while_a_probe_of_the_service_runs(ep8_up, sim_hosts):
+    host = await ep8_up(layout_specs=(EP8, TP8))
     service = host.config.services[0]
-    assert (await switch_layout(host, None, "EP8", timeout_s=60)).outcome == "ready"
     started = asyncio.Event()
     probing = asyncio.create_task(probe_service(host, service, SLOW, on_progress=lambda *_a: started.set()))
     await asyncio.wait_for(started.wait(), 60)

@@ -6,28 +6,13 @@ import base64
 from pathlib import Path
 
 import pytest
+from fleet_text import HOST, parse
 
-from console.config import FleetConfig, HostConfig, parse_config
+from console.config import FleetConfig, HostConfig
 from console.errors import ConfigError, HostError
 from console.hosts.endpoints.prometheus import auth_headers, parse_vector
 from console.ops.fleet.query import fleet_queries
 from console.ops.fleet.rows import HostMapper
-
-HOST = """
-[hosts.gpu-07]
-{extra}
-[hosts.gpu-07.services.llm]
-engine = "sglang"
-url = "http://127.0.0.1:30000"
-mapping = "template"
-template = "sglang@.service"
-layouts = ["TP8"]
-"""
-
-
-def parse(fleet: str = "", host: str = ""):
-    """A one-host hosts.toml with `fleet` before it and `host` as the host table's first line (line 3)."""
-    return parse_config((fleet + HOST.format(extra=host)).encode(), "hosts.toml", base_dir=Path("."))
 
 
 def test_fleet_table_parses_with_defaults() -> None:

@@ -8,12 +8,10 @@ from sim_fixtures import EP8, sim_host_config
 from console.commands.probe_output import summary_lines
 from console.ops.explore.probe import probe_service
 from console.ops.explore.probe_load import ProbeOptions
-from console.ops.switch.orchestrate import switch_layout
 
 
-async def test_a_probe_level_carries_the_engines_own_figures(sim_hosts):
-    host = sim_hosts(sim_host_config(layout_specs=(EP8,)))
-    assert (await switch_layout(host, None, "EP8", timeout_s=60)).outcome == "ready"
+async def test_a_probe_level_carries_the_engines_own_figures(ep8_up, sim_hosts):
+    host = await ep8_up(sim_host_config(layout_specs=(EP8,)))
     options = ProbeOptions(concurrency=(2,), num_prompts=4, input_len=32, output_len=40, warmup=1)
     (level,) = await probe_service(host, host.config.services[0], options)
     view = level.engine_view

@@ -58,11 +58,10 @@ async def test_a_probe_needs_a_ready_layout(sim_hosts):
         await probe_service(host, host.config.services[0], ProbeOptions())
 
 
-async def test_a_chat_probe_at_concurrency_8_follows_the_engines_model(sim_hosts):
+async def test_a_chat_probe_at_concurrency_8_follows_the_engines_model(ep8_up, sim_hosts):
     from console.sim.generation import per_request_rate
 
-    host = sim_hosts(layout_specs=(EP8,))
-    assert (await switch_layout(host, None, "EP8", timeout_s=60)).outcome == "ready"
+    host = await ep8_up(layout_specs=(EP8,))
     options = ProbeOptions(concurrency=(8,), num_prompts=8, input_len=16, output_len=30, warmup=0,
                            endpoint="chat")
     (level,) = await probe_service(host, host.config.services[0], options)
@@ -71,9 +70,8 @@ async def test_a_chat_probe_at_concurrency_8_follows_the_engines_model(sim_hosts
     assert s.per_user_tokens_per_s == pytest.approx(per_request_rate(EP8[1], 8), rel=0.05)
 
 
-async def test_an_engine_that_dies_mid_probe_fails_its_requests_without_an_exception(sim_hosts):
-    host = sim_hosts(layout_specs=(EP8,))
-    assert (await switch_layout(host, None, "EP8", timeout_s=60)).outcome == "ready"
+async def test_an_engine_that_dies_mid_probe_fails_its_requests_without_an_exception(ep8_up, sim_hosts):
+    host = await ep8_up(layout_specs=(EP8,))
     service = host.config.services[0]
     options = ProbeOptions(concurrency=(4,), num_prompts=8, input_len=16, output_len=200, warmup=0)
     unit = service.unit_for(service.layout("EP8"))

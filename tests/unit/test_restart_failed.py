@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from sim_fixtures import EP8, TP8
-from test_explore_ends_healthy import kill_engine
+from sim_fixtures import EP8, TP8, kill_engine
 from waiting import await_for
 
 from console.ops.switch.orchestrate import switch_layout

@@ -18,7 +18,6 @@ from console.ops.explore.probe_load import ProbeOptions
 from console.ops.explore.results_store import ResultsStore
 from console.ops.explore.sweep import Explore
 from console.ops.state_db import AuditError
-from console.ops.switch.orchestrate import switch_layout
 
 LEVEL = ProbeOptions(concurrency=(1,), num_prompts=1, input_len=8, output_len=4, warmup=0)
 
@@ -37,9 +36,8 @@ def hold_write_lock(path: Path) -> sqlite3.Connection:
     return other
 
 
-async def test_a_locked_store_prints_the_level_first_then_fails_in_one_line(sim_hosts, quick_lock_waits) -> None:
-    host = sim_hosts(sim_host_config(layout_specs=(EP8,)))
-    assert (await switch_layout(host, None, "EP8", timeout_s=60)).outcome == "ready"
+async def test_a_locked_store_prints_the_level_first_then_fails_in_one_line(ep8_up, sim_hosts, quick_lock_waits) -> None:
+    host = await ep8_up(sim_host_config(layout_specs=(EP8,)))
     store = ResultsStore(sim_hosts.state_root / "audit.sqlite3")
     other = hold_write_lock(store.path)
     printed = []

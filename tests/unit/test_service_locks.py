@@ -32,10 +32,9 @@ async def test_a_plain_switch_is_refused_while_an_explore_runs(sim_hosts):
     assert (await switch_layout(host, None, "EP8", timeout_s=60)).outcome == "ready"
 
 
-async def test_stop_and_restart_are_refused_while_an_explore_runs(sim_hosts):
-    host = sim_hosts(layout_specs=(EP8,))
+async def test_stop_and_restart_are_refused_while_an_explore_runs(ep8_up, sim_hosts):
+    host = await ep8_up(layout_specs=(EP8,))
     service = host.config.services[0]
-    assert (await switch_layout(host, None, "EP8", timeout_s=60)).outcome == "ready"
     async with host.lock(explore_lock_name(service)):
         stopped = await stop_service(host, service)
         restarted = await restart_service(host, service, timeout_s=60)

@@ -9,40 +9,11 @@ import os
 import signal
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
+from demo_cli import cli, demo_env, json_lines  # noqa: F401 (demo_env: the demo cluster on free ports)
+from sim_cli import kill_leftovers, sim_pids, story_env
 from sim_fixtures import REPO, engine_pids, wait_until
-from test_probe_cli import cli, demo_env, json_lines  # noqa: F401 (demo_env: the demo cluster on free ports)
-
-
-def sim_pids(root: Path) -> list[int]:
-    """Live simulated supervisors and engines whose command line names a path under `root`."""
-    out = []
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry.name}/cmdline", "rb") as fh:
-                argv = fh.read().split(b"\0")
-            with open(f"/proc/{entry.name}/stat") as fh:
-                zombie = fh.read().rpartition(")")[2].split()[0] in ("Z", "X")
-        except OSError:
-            continue
-        if not zombie and any(b"console.sim" in a for a in argv) and any(str(root).encode() in a for a in argv):
-            out.append(int(entry.name))
-    return out
-
-
-def kill_leftovers(root: Path) -> list[int]:
-    """SIGKILL what a run left behind under `root` (the test stays hermetic when the code under test fails)."""
-    left = sim_pids(root)
-    for pid in left:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    return left
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP], ids=["TERM", "HUP"])
@@ -87,14 +58,6 @@ def test_a_switch_ended_by_a_signal_ends_as_ctrl_c_ends_it(demo_env, sig):  # no
     assert proc.returncode == 130 and "Traceback" not in err, err
     (switch,) = json_lines(cli(cwd, env, "history", "--json").stdout)
     assert switch["outcome"] == "interrupted" and switch["reason"] == "the switch was cancelled"
-
-
-def story_env(tmp_path: Path) -> dict:
-    """The headless demo with its temporary state dir, and its port locks, under `tmp_path`."""
-    (tmp_path / "tmp").mkdir(exist_ok=True)
-    env = dict(os.environ, TMPDIR=str(tmp_path / "tmp"), SERVE_CONSOLE_PORT_LOCK_DIR=str(tmp_path / "locks"))
-    env.pop("SERVE_CONSOLE_STATE_DIR", None)
-    return env
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP], ids=["TERM", "HUP"])

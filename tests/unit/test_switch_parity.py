@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from test_cli_headless import cli, demo_env, json_lines  # noqa: F401 (demo_env is a fixture)
+from headless_cli import cli, demo_env, json_lines  # noqa: F401 (demo_env is a fixture)
 
 from console.commands.switch_output import verdict_lines
 from console.hosts.base import LockBusy
@@ -29,9 +29,8 @@ async def test_switching_to_the_ready_layout_is_a_no_op_unless_restarted(sim_hos
     assert (await host.services.state("sim-k26@ep8.service")).main_pid != pid
 
 
-async def test_another_layout_still_switches_without_restart(sim_hosts):
-    host = sim_hosts()
-    assert (await switch_layout(host, None, "EP8", timeout_s=60)).outcome == "ready"
+async def test_another_layout_still_switches_without_restart(ep8_up, sim_hosts):
+    host = await ep8_up()
     other = await switch_layout(host, None, "TP8", timeout_s=60, restart_ready=False)
     assert (other.outcome, other.from_layout) == ("ready", "EP8")
 

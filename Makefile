@@ -26,7 +26,7 @@ demo-headless: $(VENV)/.installed
 
 # pytest-xdist workers for `make test` (docs/testing.md): sized for the 2-core build machine, whose tests
 # mostly wait on engines and servers; the test hosts and the real vLLM stay on one worker (xdist groups).
-TEST_WORKERS ?= 3
+TEST_WORKERS ?= 4
 
 test: $(VENV)/.installed-test
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup

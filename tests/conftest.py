@@ -63,6 +63,7 @@ def xdist_group(item: pytest.Item) -> str | None:
     return group
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which turns the marker into the node id's @group
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         group = xdist_group(item)

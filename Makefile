@@ -24,8 +24,12 @@ demo: $(VENV)/.installed
 demo-headless: $(VENV)/.installed
 	$(VENV)/bin/serve-console demo
 
+# pytest-xdist workers for `make test` (docs/testing.md): sized for the 2-core build machine, whose tests
+# mostly wait on engines and servers; the test hosts and the real vLLM stay on one worker (xdist groups).
+TEST_WORKERS ?= 4
+
 test: $(VENV)/.installed-test
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup
 
 lint: $(VENV)/.installed-test
 	$(VENV)/bin/ruff check .

@@ -17,10 +17,8 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import threading
-import time
 import urllib.request
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -28,6 +26,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ports import free_port
+from waiting import WaitTimeout, wait_for
 
 BINARY = "prometheus-alertmanager"
 AMTOOL = "amtool"
@@ -39,12 +39,6 @@ def missing_reason() -> str | None:
     if missing:
         return f"{' and '.join(missing)} not installed (Debian: apt-get install prometheus-alertmanager)"
     return None
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 class Capture:
@@ -113,17 +107,20 @@ class Alertmanager:
             stdout=log, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent,
             env={**os.environ, "GOMAXPROCS": os.environ.get("GOMAXPROCS", "2")})
         log.close()
-        deadline = time.monotonic() + timeout_s
-        while True:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"alertmanager exited {self.proc.returncode}: {self.log_tail()}")
+        proc = self.proc
+
+        def ready() -> bool:
+            if proc.poll() is not None:
+                raise RuntimeError(f"alertmanager exited {proc.returncode}: {self.log_tail()}")
             with contextlib.suppress(OSError):
                 with urllib.request.urlopen(self.url + "/-/ready", timeout=1) as resp:
-                    if resp.status == 200:
-                        return
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"alertmanager not ready after {timeout_s:g} s: {self.log_tail()}")
-            time.sleep(0.05)
+                    return resp.status == 200
+            return False
+
+        try:
+            wait_for(ready, "alertmanager's /-/ready", timeout_s=timeout_s, interval_s=0.05)
+        except WaitTimeout as exc:
+            raise RuntimeError(f"{exc}: {self.log_tail()}") from None
 
     def stop(self) -> None:
         if self.proc is None:

@@ -1,7 +1,15 @@
 """Settings shared by every test tier.
 
-Each test session gets its own state directory, so no test reads or writes the user's real
-serve-console state (audit log, simulated units, ledgers).
+Each test session (each pytest-xdist worker) gets its own state directory, so no test reads or writes
+the user's real serve-console state (audit log, simulated units, ledgers), nor another worker's.
+
+Side by side (`make test`: pytest-xdist, `--dist loadgroup`), tests that share a costly resource run on
+one worker, by xdist group:
+- "testbed": every test in tests/integration/ and any test using the real test hosts (the `testbed`
+  fixtures): one worker boots the hosts, holds the session lock and tears them down;
+- "fixture:NAME": the tests of one session-scoped fixture defined here (a real Prometheus, Alertmanager);
+- the module's node id: the tests of a module with a module-scoped fixture (a simulated cluster, a
+  browser), which would otherwise be set up once per worker.
 """
 
 from __future__ import annotations
@@ -14,16 +22,65 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
+TESTBED_FIXTURES = frozenset({"testbed", "clean_testbed"})
+TESTBED_GROUP = "testbed"
 
 
 @pytest.fixture(autouse=True, scope="session")
 def _isolated_state_dir() -> Iterator[None]:
-    if "SERVE_CONSOLE_STATE_DIR" in os.environ:
+    given = os.environ.get("SERVE_CONSOLE_STATE_DIR")
+    worker_id = os.environ.get("PYTEST_XDIST_WORKER", "master")
+    if given and worker_id == "master":
         yield
         return
-    with tempfile.TemporaryDirectory(prefix="serve-console-test-") as tmp:
+    with tempfile.TemporaryDirectory(prefix=f"serve-console-test-{worker_id}-", dir=given) as tmp:
         os.environ["SERVE_CONSOLE_STATE_DIR"] = tmp
         try:
             yield
         finally:
-            os.environ.pop("SERVE_CONSOLE_STATE_DIR", None)
+            if given is None:
+                os.environ.pop("SERVE_CONSOLE_STATE_DIR", None)
+            else:
+                os.environ["SERVE_CONSOLE_STATE_DIR"] = given
+
+
+def xdist_group(item: pytest.Item) -> str | None:
+    """The group an item must share a worker with, or None when it runs anywhere."""
+    if (REPO / "tests" / "integration") in item.path.parents or TESTBED_FIXTURES & set(item.fixturenames):
+        return TESTBED_GROUP
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return None
+    group = None
+    for name in sorted(item.fixturenames):
+        for definition in info.name2fixturedefs.get(name, ()):
+            if not definition.baseid or name == "_isolated_state_dir":
+                continue  # pytest's and plugins' own session fixtures are cheap and per worker anyway
+            if definition.scope == "session":
+                return f"fixture:{name}"
+            if definition.scope == "module":
+                group = item.nodeid.split("::")[0]
+    return group
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which turns the marker into the node id's @group
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        group = xdist_group(item)
+        if group is not None and not any(m.name == "xdist_group" for m in item.iter_markers()):
+            item.add_marker(pytest.mark.xdist_group(group))
+
+
+_TESTBED_TIMINGS: list[str] = []
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error) -> None:
+    """The testbed worker's boot and teardown times (tests/integration/conftest.py), for the summary."""
+    _TESTBED_TIMINGS.extend(getattr(node, "workeroutput", {}).get("testbed_timings", []))
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    if _TESTBED_TIMINGS:
+        terminalreporter.write_sep("-", "test hosts")
+        terminalreporter.write_line("; ".join(_TESTBED_TIMINGS))

@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import socket
 import subprocess
 import time
 import urllib.request
@@ -27,6 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from ports import free_port
+from waiting import WaitTimeout, wait_for
 
 GPU_TOTAL_MIB = 81559  # an H100 80 GB as nvidia-smi and dcgm report it
 INTERVAL_S = 15
@@ -137,12 +138,6 @@ class SyntheticFleet:
             yield f"up{{{base}}} {0 if i == self.down and t > engine_last else 1} {t:.3f}"
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def backfill(fleet: SyntheticFleet, data_dir: Path) -> float:
     """Write the fleet as OpenMetrics and turn it into TSDB blocks in `data_dir`; returns seconds taken."""
     started = time.perf_counter()
@@ -179,17 +174,18 @@ def prometheus_server(data_dir: Path, *, timeout_s: float = 60.0) -> Iterator[Ru
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + timeout_s
-        while True:
+        def ready() -> bool:
             if proc.poll() is not None:
                 raise RuntimeError(f"prometheus exited {proc.returncode}: {_tail(data_dir.parent / 'prometheus.log')}")
             with contextlib.suppress(OSError):
                 with urllib.request.urlopen(url + "/-/ready", timeout=1) as resp:
-                    if resp.status == 200:
-                        break
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"prometheus not ready after {timeout_s:g} s: {_tail(data_dir.parent / 'prometheus.log')}")
-            time.sleep(0.1)
+                    return resp.status == 200
+            return False
+
+        try:
+            wait_for(ready, "prometheus's /-/ready", timeout_s=timeout_s, interval_s=0.1)
+        except WaitTimeout as exc:
+            raise RuntimeError(f"{exc}: {_tail(data_dir.parent / 'prometheus.log')}") from None
         yield RunningPrometheus(url, proc.pid)
     finally:
         proc.terminate()

@@ -2,29 +2,30 @@
 
 from __future__ import annotations
 
-import asyncio
+import contextlib
 import os
 import re
-import socket
+import signal
 import sys
 import textwrap
-import time
 from pathlib import Path
 
+from ports import free_port as free_port  # the one definition, also imported from here
+from waiting import WaitTimeout, await_for
+from waiting import wait_until as wait_until  # the older name, still imported from here
+
 from console.config import TEMPLATE, HostConfig, LayoutConfig, ServiceConfig, SimConfig
-from console.domain.layout import Layout
+from console.domain.layout import Layout, parse_layout
 from console.domain.models import Engine
 
 REPO = Path(__file__).resolve().parent.parent
 KIMI = REPO / "console" / "sim" / "models" / "moonshotai--Kimi-K2.6.json"
+QWEN = REPO / "console" / "sim" / "models" / "Qwen--Qwen3-235B-A22B-FP8.json"
+H100_MIB = 81559
 #: Fast enough that a layout loads in about a second, slow enough that the phases are distinct.
 TEST_TIME_SCALE = 0.03
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+#: How long an engine may take from its fatal line to its exit (a moment, far longer under load).
+EXIT_PATH_S = 15.0
 
 
 def demo_config_copy(folder: Path) -> Path:
@@ -89,6 +90,25 @@ def sim_host_config(
     )
 
 
+def qwen_host(port: int, name: str = "h100") -> HostConfig:
+    """A four-H100 simulated vLLM host serving Qwen3-235B-A22B-FP8: TP4, TP4 with EP, TP2."""
+    layouts = tuple(
+        LayoutConfig(layout_name, parse_layout(args)) for layout_name, args in
+        (("TP4", "TP4"), ("TP4 EP", "--tensor-parallel-size 4 --enable-expert-parallel"), ("TP2", "TP2"))
+    )  # fmt: skip
+    service = ServiceConfig(
+        name="qwen3",
+        engine=Engine.VLLM,
+        url=f"http://127.0.0.1:{port}",
+        mapping=TEMPLATE,
+        template="vllm-qwen3@.service",
+        layouts=layouts,
+        model_config=QWEN,
+    )
+    sim = SimConfig(gpu_count=4, gpu_total_mib=H100_MIB, gpu_name="NVIDIA H100 80GB HBM3", time_scale=0.03)
+    return HostConfig(name=name, transport="sim", gpus="sim", sim=sim, services=(service,))
+
+
 def fake_engine(monkeypatch, body: str) -> None:
     """Replace the simulated engine with a small Python program; its argv[1:] are the layout's flags."""
     from console.sim.host import units as sim_units
@@ -107,15 +127,6 @@ def live(pid: int) -> bool:
             return fh.read().rpartition(")")[2].split()[0] not in ("Z", "X")
     except OSError:
         return False
-
-
-def wait_until(predicate, timeout_s: float = 10.0, interval_s: float = 0.02) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(interval_s)
-    return predicate()
 
 
 def engine_pids(state_root: Path) -> list[int]:
@@ -161,7 +172,32 @@ class SimHosts:
             await host.close()
         # An engine that failed on its own may still be in its exit path (the sim, like SGLang, takes
         # a moment between its fatal line and its exit); one that lives on past that has leaked.
-        deadline = time.monotonic() + 3.0
-        while (leftovers := engine_pids(self.state_root)) and time.monotonic() < deadline:  # noqa: ASYNC110 (polls other processes)
-            await asyncio.sleep(0.05)
-        assert leftovers == [], f"engines survived their units: {leftovers}"
+        try:
+            await await_for(lambda: not engine_pids(self.state_root), "the engines to exit after their units stopped",
+                            timeout_s=EXIT_PATH_S)
+        except WaitTimeout:
+            raise AssertionError(f"engines survived their units: {engine_pids(self.state_root)}") from None
+
+
+async def logged(host, unit: str, needle: str) -> int:
+    """How many of the unit's journal entries so far contain `needle`."""
+    return sum([needle in entry.message async for entry in host.services.journal(unit, follow=False)])
+
+
+async def until_logged(host, unit: str, needle: str, *, more_than: int = 0, timeout_s: float = 60.0) -> int:
+    """Wait until more than `more_than` of the unit's journal entries contain `needle` (a request in
+    flight shows as the engine's `Decode batch.` line); how many do then."""
+    async def count():
+        n = await logged(host, unit, needle)
+        return n if n > more_than else 0
+
+    return await await_for(count, f"{unit} to log {needle!r} (more than {more_than}x)", timeout_s=timeout_s)
+
+
+async def kill_engine(host, layout: str) -> None:
+    """SIGKILL the layout's engine, as an engine that dies on its own."""
+    service = host.config.services[0]
+    state = await host.services.state(service.unit_for(service.layout(layout)))
+    assert state.main_pid
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(state.main_pid, signal.SIGKILL)

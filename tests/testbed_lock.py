@@ -9,9 +9,10 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+
+from waiting import WaitTimeout, wait_for
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -32,14 +33,17 @@ def hold_session_lock(timeout_s: float, on_timeout: Callable[[str], None]) -> It
     state = testbed_dir()
     state.mkdir(parents=True, exist_ok=True)
     with open(state / "session.lock", "w") as lock:
-        deadline = time.monotonic() + timeout_s
-        while True:
+
+        def taken() -> bool:
             try:
                 fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
             except BlockingIOError:
-                if time.monotonic() > deadline:
-                    on_timeout(f"another session held {state / 'session.lock'} for {timeout_s:.0f} s")
-                    raise AssertionError("on_timeout must not return") from None
-                time.sleep(1)
+                return False
+            return True
+
+        try:
+            wait_for(taken, f"{state / 'session.lock'}, held by another session", timeout_s=timeout_s, interval_s=1)
+        except WaitTimeout:
+            on_timeout(f"another session held {state / 'session.lock'} for {timeout_s:.0f} s")
+            raise AssertionError("on_timeout must not return") from None
         yield

@@ -66,6 +66,7 @@ from pathlib import Path
 
 import pytest
 from testbed_lock import hold_session_lock, testbed_dir
+from waiting import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 TESTBED_SH = REPO / "tests" / "hosts" / "testbed.sh"
@@ -242,21 +243,19 @@ class Testbed:
         )
         self._wait_host_key(name, saved["pub"].decode().strip())
 
-    def _wait_host_key(self, name: str, pub_line: str, timeout_s: float = 15) -> None:
+    def _wait_host_key(self, name: str, pub_line: str, timeout_s: float = 30) -> None:
         """Wait until sshd, re-executed by a reload, serves the key `pub_line` again."""
         key_type, key_b64 = pub_line.split()[:2]
-        deadline = time.monotonic() + timeout_s
-        while True:
+
+        def served() -> bool:
             scan = subprocess.run(
                 ["ssh-keyscan", "-T", "2", "-t", key_type, self.host(name).address],
                 capture_output=True,
                 text=True,
             )
-            if key_b64 in scan.stdout:
-                return
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"{name} did not serve host key {key_b64[:16]}... within {timeout_s} s")
-            time.sleep(0.1)
+            return key_b64 in scan.stdout
+
+        wait_for(served, f"{name} to serve host key {key_b64[:16]}...", timeout_s=timeout_s, interval_s=0.1)
 
     def reset(self, name: str | None = None) -> None:
         """Bring one host (or all) back to the state right after `up`."""
@@ -337,6 +336,13 @@ def testbed() -> Iterator[Testbed]:
             with contextlib.suppress(TestbedUnavailable, subprocess.TimeoutExpired):
                 _testbed_sh("down", timeout_s=120)
             TIMINGS.append(f"down: {time.monotonic() - start:.1f} s")
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Under pytest-xdist, hand the times to the controller (tests/conftest.py prints them)."""
+    output = getattr(session.config, "workeroutput", None)
+    if output is not None and TIMINGS:
+        output["testbed_timings"] = list(TIMINGS)
 
 
 def pytest_terminal_summary(terminalreporter) -> None:

@@ -4,8 +4,7 @@ forward the health probe uses, recorded; the best left running."""
 from __future__ import annotations
 
 import pytest
-from remote_helpers import bed_host_config
-from test_remote_switch import TIME_SCALE, k26_service
+from remote_helpers import TIME_SCALE, bed_host_config, k26_service
 
 from console.config import TEMPLATE
 from console.hosts.remote import build_remote_host

@@ -9,6 +9,7 @@ import time
 import asyncssh
 import pytest
 from remote_helpers import bed_host_config, wait_until
+from waiting import await_event
 
 from console.errors import HostError
 from console.hosts.base import LockBusy
@@ -109,14 +110,21 @@ async def test_two_consoles_locking_one_service_exactly_one_wins(clean_testbed):
     bed = clean_testbed
     consoles = [build_remote_host(bed_host_config(bed, "tb1", gpus="none")) for _ in range(2)]
     holders, refused = [], []
+    both_answered = asyncio.Event()
 
     async def attempt(i: int) -> None:
+        # The holder keeps the lock until the other console has its answer, however slow its SSH start:
+        # a second holder can then only be the lock's fault (it would wait here in vain, and fail).
         try:
             async with consoles[i].lock("switch-k26"):
                 holders.append(i)
-                await asyncio.sleep(1.0)
+                if len(holders) + len(refused) == 2:
+                    both_answered.set()
+                await await_event(both_answered, "the other console's answer")
         except LockBusy as exc:
             refused.append(str(exc))
+            if len(holders) + len(refused) == 2:
+                both_answered.set()
 
     try:
         await asyncio.gather(attempt(0), attempt(1))

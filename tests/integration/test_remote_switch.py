@@ -8,11 +8,10 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from remote_helpers import bed_host_config
+from remote_helpers import TIME_SCALE, bed_host_config, k26_service
 
-from console.config import ENV_FILE, TEMPLATE, UNIT_PER_LAYOUT, LayoutConfig, ServiceConfig
-from console.domain.layout import parse_layout
-from console.domain.models import Engine, FindingClass, Phase
+from console.config import ENV_FILE, TEMPLATE, UNIT_PER_LAYOUT
+from console.domain.models import FindingClass, Phase
 from console.hosts.remote import build_remote_host
 from console.ops.audit import AuditLog
 from console.ops.switch.events import FAILED, READY, REFUSED, PhaseEvent
@@ -21,29 +20,7 @@ from console.ops.switch.orchestrate import switch_layout
 pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
-MODEL = REPO / "console" / "sim" / "models" / "moonshotai--Kimi-K2.6.json"
-TIME_SCALE = "0.02"  # the seed's minutes become seconds
 SWITCH_BOUND_S = 120  # both switches together, far above the ~2 s they take
-LAYOUTS = {"EP8": "sglang-k26-ep8.service", "TP4 EP2": "sglang-k26-tp4ep2.service", "TP8": "sglang-k26-tp8.service"}
-
-
-def k26_service(mapping: str) -> ServiceConfig:
-    per_unit = mapping == UNIT_PER_LAYOUT
-    layouts = tuple(
-        LayoutConfig(name=name, layout=parse_layout(name), unit=unit if per_unit else None)
-        for name, unit in LAYOUTS.items()
-    )
-    extra: dict[str, object] = {}
-    if mapping == TEMPLATE:
-        extra["template"] = "sglang-k26@.service"
-    elif mapping == ENV_FILE:
-        extra.update(unit="sglang-k26.service", env_file="/etc/serve-console/sglang-k26.env")
-    return ServiceConfig(
-        name="k26", engine=Engine.SGLANG, url="http://127.0.0.1:30000", mapping=mapping, layouts=layouts,
-        model_config=MODEL, health_via="ssh", **extra,
-    )  # fmt: skip
-
-
 def k26_host(bed, mapping: str):
     cfg = bed_host_config(bed, "tb1", gpus="nvidia-smi", services=(k26_service(mapping),))
     return build_remote_host(cfg)

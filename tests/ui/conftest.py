@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import dataclasses
 import os
-import socket
 import sys
 import time
 from pathlib import Path
 
 import pytest
+from demo_config import demo_config_on_free_port
+from waiting import settle
 
 sys.path.insert(0, str(Path(__file__).parent))  # screen_text, fixed_host
 
@@ -19,26 +19,6 @@ os.environ["TZ"] = "UTC"
 time.tzset()
 
 TIME_SCALE = "0.02"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def demo_config_on_free_port():
-    """The packaged demo cluster, each service moved to a free loopback port (tests run side by side)."""
-    from console.config import demo_config_path, load_config, with_nodes
-
-    config = load_config(demo_config_path())
-    hosts = []
-    for host in config.hosts:  # a port of its own per service: demo-vllm must not probe the Kimi engine
-        services = tuple(dataclasses.replace(s, url=f"http://127.0.0.1:{free_port()}", cluster=None if s.cluster
-                         is None else dataclasses.replace(s.cluster, dist_port=free_port(), ras_port=free_port()))
-                         for s in host.services)  # fmt: skip
-        hosts.append(dataclasses.replace(host, services=services))
-    return dataclasses.replace(config, hosts=with_nodes(hosts))
 
 
 @pytest.fixture
@@ -67,3 +47,18 @@ def demo_app(sim_env: Path):
     yield build
     for audit in audits:
         audit.close()
+
+
+@pytest.fixture
+def host_screen_ready():
+    """`await host_screen_ready(pilot)`: until the app shows a host screen with its first view drawn."""
+    from console.ui.screens.host import HostScreen
+
+    async def ready(pilot) -> None:
+        def shown() -> bool:
+            screen = pilot.app.screen
+            return isinstance(screen, HostScreen) and screen.last_view is not None
+
+        await settle(pilot, shown, what="the host screen with its first view")
+
+    return ready

@@ -14,10 +14,13 @@ import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+from pilot_wait import settle
+
 from console.config import ConsoleConfig, HostConfig, UiConfig
 from console.domain.models import GpuProcess, GpuSample, GpuSnapshot, HealthSample, JournalEntry, UnitState
 from console.errors import HostError
 from console.hosts.base import Host, LinkStatus, SampledGpuSource
+from console.ui.screens.host import HostScreen
 
 DATA = Path(__file__).parent / "data"
 T0 = 1_780_000_000.0
@@ -202,3 +205,14 @@ def fixed_app(scenarios: dict[str, str], **kwargs: object):
     config = fixed_config(list(scenarios), theme=theme, readonly=readonly, keys=keys)  # type: ignore[arg-type]
     hosts = [demo_like_host(cfg, scenario=scenarios[cfg.name]) for cfg in config.hosts]
     return ConsoleApp(hosts, config=config, **kwargs)  # type: ignore[arg-type]
+
+
+async def gpu_pane_with_data(pilot):
+    """The host screen's GPU pane once its first sample is in."""
+    from console.ui.widgets.gpu_pane import GpuPane
+
+    app = pilot.app
+    assert await settle(pilot, lambda: isinstance(app.screen, HostScreen) and app.screen.query(GpuPane))
+    pane = app.screen.query_one(GpuPane)
+    assert await settle(pilot, lambda: pane.snapshot is not None)
+    return pane

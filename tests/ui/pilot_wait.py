@@ -1,12 +1,11 @@
-"""Waiting in Pilot tests for what the app does asynchronously (workers, polls, modal screens)."""
+"""Waiting in Pilot tests: `settle` lives in tests/waiting.py (the one wait helper); this name stays for imports."""
 
 from __future__ import annotations
 
+from waiting import settle
 
-async def settle(pilot, predicate=lambda: True, tries: int = 60) -> bool:
-    """Pause in 50 ms steps until `predicate()` holds, `tries` times at most; its final value."""
-    for _ in range(tries):
-        await pilot.pause(0.05)
-        if predicate():
-            return True
-    return predicate()
+__all__ = ["settle"]
+
+
+async def wait_for(pilot, predicate, timeout_s: float = 30.0) -> bool:
+    return await settle(pilot, predicate, timeout_s=timeout_s)

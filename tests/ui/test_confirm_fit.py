@@ -21,7 +21,7 @@ async def open_confirm_before_fits(pilot, monkeypatch, rows_down: int) -> str:
     assert not app.screen.fits
     await pilot.press(*["down"] * rows_down, "enter")
     assert await settle(pilot, lambda: isinstance(app.screen, ConfirmSwitch) and app.screen.fit_known)
-    await pilot.pause(0.05)
+    await pilot.pause()  # the verdict drawn
     return screen_text(app)
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from conftest import demo_config_on_free_port
+from demo_config import demo_config_on_free_port
+from pilot_wait import wait_for
 from screen_text import screen_text
-from test_tui_story import wait_for
 from textual.widgets import Input, SelectionList
 
 from console.ui.screens.confirm_unit import ConfirmUnitAction
@@ -43,14 +43,14 @@ async def test_g_asks_before_an_explore_starts(sim_env) -> None:
             assert not explore.running
             await pilot.press("enter")  # the focus starts on Cancel
             assert await wait_for(pilot, lambda: app.screen is explore)
-            await pilot.pause(0.2)
+            await pilot.pause()
             assert not explore.running
 
             await pilot.press("g")
             assert await wait_for(pilot, lambda: isinstance(app.screen, ConfirmUnitAction))
             await pilot.press("n")
             assert await wait_for(pilot, lambda: app.screen is explore)
-            await pilot.pause(0.2)
+            await pilot.pause()
             assert not explore.running
 
             await pilot.press("g")

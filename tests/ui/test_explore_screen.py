@@ -7,9 +7,9 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from conftest import demo_config_on_free_port
+from demo_config import demo_config_on_free_port
+from pilot_wait import wait_for
 from screen_text import screen_text
-from test_tui_story import wait_for
 
 from console.ops.explore.probe_load import ProbeOptions
 from console.ui.screens import probe as probe_screen
@@ -85,7 +85,7 @@ async def test_probe_then_explore_then_the_picker_shows_tok_s(kimi_app, monkeypa
         assert await wait_for(pilot, lambda: app.screen is screen)
         await pilot.press("l")
         assert await wait_for(pilot, lambda: isinstance(app.screen, LayoutPicker) and app.screen.fits)
-        await pilot.pause(0.2)
+        await pilot.pause()  # the fits drawn
         rows = {name: next(line for line in screen_text(app).splitlines() if f" {name} " in line and "sglang-k26@" in line)
                 for name in ("TP8", "EP8", "PP8")}
         assert "/u " in rows["EP8"] and "@c2" in rows["EP8"] and "/u " in rows["TP8"]

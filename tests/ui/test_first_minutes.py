@@ -3,7 +3,7 @@ the help's order, probe lines folded with a toggle and a count, and a filter hin
 
 from __future__ import annotations
 
-from fixed_host import fixed_app
+from fixed_host import fixed_app, gpu_pane_with_data
 from pilot_wait import settle
 from screen_text import screen_text
 
@@ -43,22 +43,24 @@ async def test_the_palette_shows_the_consoles_commands_without_textuals_duplicat
     async with app.run_test(size=(120, 40)) as pilot:
         assert await settle(pilot, lambda: isinstance(app.screen, HostScreen))
 
-        async def palette(query: str) -> str:
+        async def palette(query: str, shows: str) -> str:
+            """The palette's screen once its search for `query` shows `shows`, and the search is over."""
             await pilot.press("ctrl+p")
             assert await settle(pilot, lambda: isinstance(app.screen, CommandPalette))
             await pilot.press(*query)
-            await pilot.pause(0.4)
+            assert await settle(pilot, lambda: shows in screen_text(app))
+            await pilot.pause()
             text = screen_text(app)
             await pilot.press("escape")
             assert await settle(pilot, lambda: isinstance(app.screen, HostScreen))
             return text
 
-        quits = await palette("quit")
+        quits = await palette("quit", "app: quit")
         assert "app: quit" in quits and "Quit the application" not in quits  # Textual's second Quit
-        themes = await palette("theme")
+        themes = await palette("theme", "theme: high-contrast")
         assert "theme: light" in themes and "theme: high-contrast" in themes
         assert "Change theme" not in themes and "textual-dark" not in themes  # its picker of 24 more
-        assert "app: screenshot" in await palette("screenshot")
+        assert "app: screenshot" in await palette("screenshot", "app: screenshot")
 
 
 async def test_t_cycles_themes_in_the_order_the_help_gives() -> None:
@@ -105,17 +107,6 @@ async def test_the_filter_hint_names_class_traceback() -> None:
         find = app.screen.query_one("#journal-find")
         assert "class:traceback" in find.placeholder
         assert "class:traceback" in BY_ID["journal.filter"].tooltip
-
-
-async def gpu_pane_with_data(pilot):
-    """The host screen's GPU pane once its first sample is in."""
-    from console.ui.widgets.gpu_pane import GpuPane
-
-    app = pilot.app
-    assert await settle(pilot, lambda: isinstance(app.screen, HostScreen) and app.screen.query(GpuPane))
-    pane = app.screen.query_one(GpuPane)
-    assert await settle(pilot, lambda: pane.snapshot is not None)
-    return pane
 
 
 async def test_gpu_colours_follow_the_layouts_expected_memory_and_flag_the_unusual() -> None:

@@ -50,17 +50,15 @@ async def test_rows_come_from_prometheus_and_no_host_is_connected(fleet_promethe
         assert all(h.link.last_ok_at is None and h.link.error is None for h in hosts)
         table.move_cursor(row=table.get_row_index(fleet.names[5]))
         await pilot.press("enter")  # a host only Prometheus knows: said so, nothing opened
-        await pilot.pause(0.2)
+        assert await settle(pilot, lambda: any("not in hosts.toml" in str(n.message) for n in app._notifications))
         assert app.screen is not None and app.host_screen(fleet.names[5]) is None
-        assert any("not in hosts.toml" in str(n.message) for n in app._notifications)
 
 
 
 async def test_gpu_pane_puts_a_gpus_last_xid_first() -> None:
     import dataclasses as dc
 
-    from fixed_host import fixed_app
-    from test_first_minutes import gpu_pane_with_data
+    from fixed_host import fixed_app, gpu_pane_with_data
 
     app = fixed_app({"demo": "ep8"})
     async with app.run_test(size=(120, 40)) as pilot:

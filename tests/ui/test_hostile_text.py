@@ -262,7 +262,7 @@ async def _walk(tmp_path, prometheus_url: str, engine_port: int, mode: dict) -> 
         assert "[/]" in _visible(app)
         table.move_cursor(row=table.get_row_index(hostile_row))
         await pilot.press("enter")  # seen through Prometheus only: a notification names it
-        await pilot.pause(0.2)
+        assert await settle(pilot, lambda: any("not in hosts.toml" in n.message for n in app._notifications))
         mode["error"] = True
         table.poll()
         assert await settle(pilot, lambda: table.summaries["demo"].error and "bad_data" in table.summaries["demo"].error)

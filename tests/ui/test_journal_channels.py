@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from collections import Counter
 
+from waiting import settle
+
 from console.ui.widgets.switch_progress import SwitchPanel
 
 
@@ -43,10 +45,7 @@ async def test_a_switch_holds_one_journal_stream_per_unit(demo_app) -> None:
     async with app.run_test(size=(120, 40)) as pilot:
         screen = app.host_screen("demo")
         assert screen is not None
-        for _ in range(300):
-            if screen.is_mounted and screen.query_one(SwitchPanel).finished:
-                break
-            await pilot.pause(0.1)
+        assert await settle(pilot, lambda: screen.is_mounted and screen.query_one(SwitchPanel).finished, timeout_s=60)
         assert screen.query_one(SwitchPanel).outcome == "ready"
         assert counting.most_open, "no journal was followed"
         assert max(counting.most_open.values()) == 1, dict(counting.most_open)

@@ -8,6 +8,7 @@ import time
 from fixed_host import fixed_app
 from pilot_wait import settle
 from screen_text import screen_text
+from textual.command import CommandPalette
 
 from console.ui.keys import ACTIONS, bindings
 from console.ui.screens.confirm import ConfirmSwitch
@@ -55,15 +56,14 @@ async def test_remapped_key_runs_the_action() -> None:
         view = app.screen.query_one(JournalView)
         assert await settle(pilot, lambda: view.line_count > 50 and any(line.finding for line in view.lines))
         await pilot.press("j")
-        await pilot.pause(0.05)
-        assert view.cursor_line is not None and view.cursor_line.finding is not None
+        assert await settle(pilot, lambda: view.cursor_line is not None and view.cursor_line.finding is not None)
         assert screen is app.screen
 
 
-async def test_readonly_hides_and_refuses_changes() -> None:
+async def test_readonly_hides_and_refuses_changes(host_screen_ready) -> None:
     app = fixed_app({"demo": "ep8"}, readonly=True)
     async with app.run_test(size=(120, 40)) as pilot:
-        assert await settle(pilot, lambda: isinstance(app.screen, HostScreen) and app.screen.last_view is not None)
+        await host_screen_ready(pilot)
         def footer() -> str:
             return [line for line in screen_text(app).splitlines() if line.strip()][-1]
 
@@ -71,19 +71,18 @@ async def test_readonly_hides_and_refuses_changes() -> None:
         assert "Restart" not in footer()
         notes_before = len(app._notifications)
         await pilot.press("R")  # hidden and refused: nothing happens, nothing is sent to the host
-        await pilot.pause(0.05)
+        await pilot.pause()
         assert len(app._notifications) == notes_before
         await pilot.press("l")
         assert await settle(pilot, lambda: isinstance(app.screen, LayoutPicker) and app.screen.fits)
         assert "read-only: view only" in screen_text(app)
         await pilot.press("enter")
-        await pilot.pause(0.05)
+        await pilot.pause()
         assert isinstance(app.screen, LayoutPicker)  # no confirmation, no switch
         screen = app.host_screen("demo")
         screen.request_switch("EP8")  # the palette's path refuses too
-        await pilot.pause(0.05)
+        assert await settle(pilot, lambda: any("read-only" in n.message for n in app._notifications))
         assert not isinstance(app.screen, ConfirmSwitch)
-        assert any("read-only" in n.message for n in app._notifications)
         from console.ui.commands_palette import ConsoleCommands
 
         provider = ConsoleCommands(app.screen)
@@ -91,15 +90,14 @@ async def test_readonly_hides_and_refuses_changes() -> None:
         assert names and not any(n.startswith("layout: switch") or n == "service: restart" for n in names)
 
 
-async def test_palette_switch_command_asks_for_confirmation() -> None:
+async def test_palette_switch_command_asks_for_confirmation(host_screen_ready) -> None:
     app = fixed_app({"demo": "ep8"})
     async with app.run_test(size=(120, 40)) as pilot:
-        assert await settle(pilot, lambda: isinstance(app.screen, HostScreen) and app.screen.last_view is not None)
+        await host_screen_ready(pilot)
         await pilot.press("ctrl+p")
-        await pilot.pause(0.1)
+        assert await settle(pilot, lambda: isinstance(app.screen, CommandPalette))
         await pilot.press(*"layout: switch to PP8 on demo")
-        await pilot.pause(0.3)
-        assert "layout: switch to PP8 on demo" in screen_text(app)
+        assert await settle(pilot, lambda: "layout: switch to PP8 on demo" in screen_text(app))
         await pilot.press("enter")
         assert await settle(pilot, lambda: isinstance(app.screen, ConfirmSwitch) and app.screen.fit_known)
         text = screen_text(app)
@@ -159,8 +157,7 @@ async def test_filter_search_and_copy_by_keys() -> None:
         await pilot.press("c")
         assert copied and "Load weight" in copied[-1]
         await pilot.press("slash", *"([", "enter")  # a bad regex is a notification, not a crash
-        await pilot.pause(0.05)
-        assert any("bad regex" in n.message for n in app._notifications)
+        assert await settle(pilot, lambda: any("bad regex" in n.message for n in app._notifications))
         await pilot.press("escape")
 
 
@@ -176,14 +173,13 @@ async def test_flood_keeps_memory_bounded_and_keys_answer() -> None:
             for k in range(60):
                 for i in range(1000):
                     pane.queue_line(f"[TP{i % 8}] decode batch {k * 1000 + i}", "flood.service", None, None)
-                await asyncio.sleep(0)
+                await asyncio.sleep(0)  # deliberate: a yield between batches, so the key lands mid-flood
 
         task = asyncio.create_task(flood())
         await pilot.press("p")  # per-process view toggles while the flood runs
         await task
-        await pilot.pause(0.2)
+        assert await settle(pilot, lambda: view.lines and view.lines[-1].text.endswith("59999"))
         assert view.line_count <= pane.line_cap
-        assert view.lines[-1].text.endswith("59999")
         assert app.screen.query_one("#gpu-pane").show_processes
 
 
@@ -214,7 +210,7 @@ async def test_worker_error_becomes_a_notification() -> None:
         assert app.is_running
 
 
-async def test_tab_shows_the_next_service() -> None:
+async def test_tab_shows_the_next_service(host_screen_ready) -> None:
     import dataclasses
 
     import fixed_host
@@ -229,7 +225,7 @@ async def test_tab_shows_the_next_service() -> None:
     host = fixed_host.demo_like_host(host_cfg, scenario="ep8")
     app = ConsoleApp([host], config=config, clock=fixed_host.frozen_clock)
     async with app.run_test(size=(120, 40)) as pilot:
-        assert await settle(pilot, lambda: isinstance(app.screen, HostScreen) and app.screen.last_view is not None)
+        await host_screen_ready(pilot)
         await pilot.press("tab")
         assert await settle(pilot, lambda: "service second-svc" in screen_text(app))
         assert app.screen.service.name == "second-svc" and "second-svc" in screen_text(app).splitlines()[0]

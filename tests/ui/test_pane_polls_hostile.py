@@ -6,8 +6,8 @@ from __future__ import annotations
 import dataclasses
 import math
 
+from engine_pane_app import T0, PaneApp, ScriptedReader, text
 from pilot_wait import settle
-from test_engine_pane import T0, PaneApp, ScriptedReader, text
 
 from console.hosts.endpoints import MetricsUnavailable
 from console.ui.widgets.engine_pane import EnginePane

@@ -7,18 +7,17 @@ from fixed_host import fixed_app
 from pilot_wait import settle
 from screen_text import screen_text
 
-from console.ui.screens.host import HostScreen
 from console.ui.screens.picker import LayoutPicker
 
 
 @pytest.mark.parametrize("size", [(120, 40), (140, 45), (200, 50)])
-async def test_picker_rows_show_full_figures(size: tuple[int, int]) -> None:
+async def test_picker_rows_show_full_figures(host_screen_ready, size: tuple[int, int]) -> None:
     app = fixed_app({"demo": "ep8"})
     async with app.run_test(size=size) as pilot:
-        assert await settle(pilot, lambda: isinstance(app.screen, HostScreen) and app.screen.last_view is not None)
+        await host_screen_ready(pilot)
         await pilot.press("l")
         assert await settle(pilot, lambda: isinstance(app.screen, LayoutPicker) and app.screen.fits)
-        await pilot.pause(0.1)
+        await pilot.pause()  # the fits drawn
         text = screen_text(app)
         rows = {name: next(line for line in text.splitlines() if f" {name} " in line and ".service" in line)
                 for name in ("TP8", "PP8", "EP8", "TP4 EP2")}

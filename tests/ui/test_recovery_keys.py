@@ -10,10 +10,9 @@ import os
 import signal
 from pathlib import Path
 
-from conftest import demo_config_on_free_port
-from screen_text import screen_text
-from test_service_pane_health import pane_rows
-from test_tui_story import wait_for
+from demo_config import demo_config_on_free_port
+from pilot_wait import wait_for
+from screen_text import pane_rows, screen_text
 
 from console.ui.screens.confirm_unit import ConfirmUnitAction
 from console.ui.screens.picker import LayoutPicker

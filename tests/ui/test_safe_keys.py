@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from fixed_host import fixed_app
-from pilot_wait import settle
+from pilot_wait import settle, wait_for
 from screen_text import screen_text
-from test_tui_story import wait_for
 
 from console.ui.screens.confirm import ConfirmSwitch
 from console.ui.screens.confirm_unit import ConfirmUnitAction
@@ -46,18 +45,18 @@ async def test_enter_never_forces_a_switch_the_fit_refuses(monkeypatch) -> None:
         await pilot.press("enter")  # the picker again: Enter there opens the confirmation, never more
         assert await settle(pilot, lambda: isinstance(app.screen, ConfirmSwitch) and app.screen.fit_known)
         await pilot.press("y", "tab", "tab")  # y is refused; Tab cannot reach Force (or a disabled Confirm)
-        await pilot.pause(0.1)
+        await pilot.pause()
         assert isinstance(app.screen, ConfirmSwitch) and app.focused.id == "confirm-no" and started == []
         await pilot.press("f")  # the explicit force key
         assert await settle(pilot, lambda: started == [("TP4 EP2", True)])
 
 
-async def test_a_switch_that_fits_still_starts_with_cancel_focused(monkeypatch) -> None:
+async def test_a_switch_that_fits_still_starts_with_cancel_focused(host_screen_ready, monkeypatch) -> None:
     started = _record_switches(monkeypatch)
     app = fixed_app({"demo": "ep8"})
     async with app.run_test(size=(120, 40)) as pilot:
         screen = app.screen
-        assert await settle(pilot, lambda: isinstance(app.screen, HostScreen) and app.screen.last_view is not None)
+        await host_screen_ready(pilot)
         screen = app.screen
         screen.request_switch("TP8")
         assert await settle(pilot, lambda: isinstance(app.screen, ConfirmSwitch) and app.screen.fit_known)
@@ -70,11 +69,11 @@ async def test_a_switch_that_fits_still_starts_with_cancel_focused(monkeypatch) 
         assert await settle(pilot, lambda: started == [("TP8", False)])
 
 
-async def test_stop_and_restart_ask_naming_the_unit_and_the_outage(monkeypatch) -> None:
+async def test_stop_and_restart_ask_naming_the_unit_and_the_outage(host_screen_ready, monkeypatch) -> None:
     app = fixed_app({"demo": "ep8"})
     acted: list[str] = []
     async with app.run_test(size=(120, 40)) as pilot:
-        assert await settle(pilot, lambda: isinstance(app.screen, HostScreen) and app.screen.last_view is not None)
+        await host_screen_ready(pilot)
         screen = app.screen
         monkeypatch.setattr(screen.host.services, "stop", lambda unit: acted.append(f"stop {unit}"))
         for key, verb, outage in (("S", "Stop", "stops serving: every request fails"),
@@ -89,14 +88,13 @@ async def test_stop_and_restart_ask_naming_the_unit_and_the_outage(monkeypatch) 
         assert acted == []
 
 
-async def test_read_only_refuses_stop_and_restart_in_the_tui() -> None:
+async def test_read_only_refuses_stop_and_restart_in_the_tui(host_screen_ready) -> None:
     app = fixed_app({"demo": "ep8"}, readonly=True)
     async with app.run_test(size=(120, 40)) as pilot:
-        assert await settle(pilot, lambda: isinstance(app.screen, HostScreen) and app.screen.last_view is not None)
+        await host_screen_ready(pilot)
         app.screen._unit_action("stop")  # what `S` would do if its binding were not hidden
-        await pilot.pause(0.1)
+        assert await settle(pilot, lambda: any("read-only mode" in n.message for n in app._notifications))
         assert not isinstance(app.screen, ConfirmUnitAction)
-        assert any("read-only mode" in n.message for n in app._notifications)
 
 
 def test_help_says_enter_does_not_confirm_and_f_forces() -> None:
@@ -155,21 +153,21 @@ async def test_notifications_show_host_text_inert_and_redacted() -> None:
     async with app.run_test(size=(120, 40)) as pilot:
         assert await settle(pilot, lambda: isinstance(app.screen, HostScreen))
         app.notify("gpu1: start failed: \x1b]52;c;aGk=\x07[bold]\u202eevil api_key=sk-live-1")
-        await pilot.pause(0.05)
+        assert await settle(pilot, lambda: any("gpu1: start failed" in n.message for n in app._notifications))
         note = list(app._notifications)[-1]
         assert note.message == "gpu1: start failed: \\x1b]52;c;aGk=\\x07[bold]\\u202eevil api_key=***"
         assert note.markup is False  # `[bold]` from a host is text, not markup
 
 
-async def test_pane_errors_from_a_host_are_inert() -> None:
+async def test_pane_errors_from_a_host_are_inert(host_screen_ready) -> None:
     from console.ui.widgets.gpu_pane import GpuPane
     from console.ui.widgets.service_pane import ServicePane
 
     app = fixed_app({"demo": "ep8"})
     async with app.run_test(size=(120, 40)) as pilot:
-        assert await settle(pilot, lambda: isinstance(app.screen, HostScreen) and app.screen.last_view is not None)
+        await host_screen_ready(pilot)
         for pane in (app.screen.query_one(ServicePane), app.screen.query_one(GpuPane)):
             pane._failed("nvidia-smi failed: \x1b[2J\u009b31m[bold]HF_TOKEN=hf_abcdefghijklmnopqrstuvwx")
-            await pilot.pause(0.05)
+            assert await settle(pilot, lambda pane=pane: pane.error is not None)
             assert pane.error == "nvidia-smi failed: \\x1b[2J\\x9b31m[bold]HF_TOKEN=***"
         assert "\\x1b[2J" in screen_text(app) and "[bold]HF_TOKEN=***" in screen_text(app)  # markup shown as text

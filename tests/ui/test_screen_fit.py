@@ -10,9 +10,8 @@ import json
 
 import pytest
 from fixed_host import DATA, fixed_app
-from screen_text import screen_text
-from test_service_pane_health import LastReadyAudit
-from test_snapshots import failure_card_ready, main_screen_ready, settle
+from screen_text import LastReadyAudit, screen_text
+from snapshot_steps import failure_card_ready, main_screen_ready, settle
 
 from console.ops.switch.events import SwitchResult, result_from_json
 from console.ui.screens.confirm import ConfirmSwitch

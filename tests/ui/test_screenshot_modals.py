@@ -11,7 +11,6 @@ from console.ui.screens.confirm import ConfirmSwitch
 from console.ui.screens.confirm_unit import ConfirmUnitAction
 from console.ui.screens.explore import ExploreScreen
 from console.ui.screens.help import HelpScreen
-from console.ui.screens.host import HostScreen
 from console.ui.screens.picker import LayoutPicker
 from console.ui.screens.probe import ProbeScreen
 
@@ -27,14 +26,14 @@ MODALS = {
 
 
 @pytest.mark.parametrize("modal", list(MODALS))
-async def test_ctrl_s_saves_a_screenshot_in_every_modal(tmp_path, modal) -> None:
+async def test_ctrl_s_saves_a_screenshot_in_every_modal(host_screen_ready, tmp_path, modal) -> None:
     keys, screen_type = MODALS[modal]
     app = fixed_app({"demo": "ep8"}, screenshot_dir=tmp_path)
     async with app.run_test(size=(120, 40)) as pilot:
-        assert await settle(pilot, lambda: isinstance(app.screen, HostScreen) and app.screen.last_view is not None)
+        await host_screen_ready(pilot)
         for key in keys:
             await pilot.press(key)
-            await pilot.pause(0.2)
+            await pilot.pause()
         assert await settle(pilot, lambda: isinstance(app.screen, screen_type))
         await pilot.press("ctrl+s")
         assert await settle(pilot, lambda: len(list(tmp_path.glob("*.svg"))) == 1)

@@ -5,19 +5,18 @@ from __future__ import annotations
 
 from fixed_host import T0, fixed_app
 from pilot_wait import settle
-from test_service_pane_health import pane_rows
+from screen_text import pane_rows
 
 from console.domain.models import HealthSample, Phase
-from console.ui.screens.host import HostScreen
 from console.ui.widgets.service_pane import ServicePane
 
 HOLDER = "pid 4242 (python3 -m http.server 30000)"
 
 
-async def test_a_200_from_another_program_under_a_failed_unit_is_named_and_the_phase_is_failed() -> None:
+async def test_a_200_from_another_program_under_a_failed_unit_is_named_and_the_phase_is_failed(host_screen_ready) -> None:
     app = fixed_app({"demo": "failed"})
     async with app.run_test(size=(120, 40)) as pilot:
-        assert await settle(pilot, lambda: isinstance(app.screen, HostScreen) and app.screen.last_view is not None)
+        await host_screen_ready(pilot)
         screen = app.screen
 
         async def holder(port: int) -> str | None:

@@ -8,37 +8,18 @@ import dataclasses
 import pytest
 from fixed_host import T0, fixed_app
 from pilot_wait import settle
-from screen_text import screen_text
+from screen_text import LastReadyAudit, pane_rows, screen_text
 
 from console.domain.models import HealthSample, Phase
-from console.ui.screens.host import HostScreen
 from console.ui.widgets.service_pane import ServicePane
 
 
-def pane_rows(app) -> list[str]:
-    """The service pane's rows as shown (the text between its borders)."""
-    pane = app.screen.query_one(ServicePane)
-    region = pane.region
-    rows = screen_text(app).splitlines()[region.y : region.y + region.height]
-    return [row[region.x : region.x + region.width] for row in rows]
-
-
-class LastReadyAudit:
-    """The audit log's answers the service pane asks for."""
-
-    def last_ready_layout(self, host: str, service: str) -> str | None:
-        return "EP8"
-
-    def last_started_layout(self, host: str, service: str) -> str | None:
-        return None
-
-
 @pytest.mark.parametrize("size", [(120, 40), (140, 45)])
-async def test_fit_detail_and_last_ready_show_in_full(size: tuple[int, int]) -> None:
+async def test_fit_detail_and_last_ready_show_in_full(host_screen_ready, size: tuple[int, int]) -> None:
     now = [T0]
     app = fixed_app({"demo": "ep8"}, audit=LastReadyAudit(), clock=lambda: now[0])
     async with app.run_test(size=size) as pilot:
-        assert await settle(pilot, lambda: isinstance(app.screen, HostScreen) and app.screen.last_view is not None)
+        await host_screen_ready(pilot)
         assert await settle(pilot, lambda: any("last ready EP8" in row for row in pane_rows(app)))
         rows = pane_rows(app)
         assert any("72.1 GiB/GPU, headroom +3.6 GiB " in row for row in rows)
@@ -48,15 +29,14 @@ async def test_fit_detail_and_last_ready_show_in_full(size: tuple[int, int]) -> 
         pane = app.screen.query_one(ServicePane)
         now[0] = T0 + 3600 * 2  # an old reading with its age still fits
         pane.show(dataclasses.replace(pane.view, health=HealthSample(T0, "starting", http_status=503)))
-        await pilot.pause(0.1)
-        assert any("health  starting (HTTP 503, 2h00m ago)" in row for row in pane_rows(app))
+        assert await settle(pilot, lambda: any("health  starting (HTTP 503, 2h00m ago)" in row for row in pane_rows(app)))
         assert not any("…" in row for row in pane_rows(app))
 
 
-async def test_ready_phase_probes_health_at_once() -> None:
+async def test_ready_phase_probes_health_at_once(host_screen_ready) -> None:
     app = fixed_app({"demo": "ep8"})  # polls once an hour: only the READY phase can bring a new probe
     async with app.run_test(size=(120, 40)) as pilot:
-        assert await settle(pilot, lambda: isinstance(app.screen, HostScreen) and app.screen.last_view is not None)
+        await host_screen_ready(pilot)
         screen = app.screen
         pane = screen.query_one(ServicePane)
         probe = screen.host.probes["kimi-k2.6"]
@@ -69,11 +49,11 @@ async def test_ready_phase_probes_health_at_once() -> None:
         assert await settle(pilot, lambda: "ready (HTTP 200)" in screen_text(app), tries=20)
 
 
-async def test_health_older_than_the_phase_shows_its_age() -> None:
+async def test_health_older_than_the_phase_shows_its_age(host_screen_ready) -> None:
     now = [T0]
     app = fixed_app({"demo": "ep8"}, clock=lambda: now[0])
     async with app.run_test(size=(120, 40)) as pilot:
-        assert await settle(pilot, lambda: isinstance(app.screen, HostScreen) and app.screen.last_view is not None)
+        await host_screen_ready(pilot)
         screen = app.screen
         pane = screen.query_one(ServicePane)
         screen.host.probes["kimi-k2.6"].sample = HealthSample(T0, "starting", http_status=503)

@@ -7,42 +7,13 @@ clock), so every run draws the same screen.
 
 from __future__ import annotations
 
-import json
-
 import pytest
-from fixed_host import DATA, EP8_USED, fixed_app, loading_series
+from fixed_host import fixed_app
+from snapshot_steps import failure_card_ready, main_screen_ready, settle
 
-from console.hosts.gpus.nvidia_smi import GpuHistory
-from console.ops.switch.events import event_from_json, result_from_json
-from console.ui.messages import SwitchNews
 from console.ui.screens.picker import LayoutPicker
-from console.ui.widgets.gpu_pane import GpuPane
-from console.ui.widgets.switch_progress import SwitchPanel
 
 SIZE = (120, 40)
-
-
-async def settle(pilot, predicate=lambda: True, tries: int = 50) -> None:
-    for _ in range(tries):
-        await pilot.pause(0.05)
-        if predicate():
-            break
-    await pilot.pause(0.1)
-
-
-def with_history(app) -> None:
-    """A loading curve in the sparklines, the same every run."""
-    pane = app.screen.query_one(GpuPane)
-    pane.history = GpuHistory(history_s=600, max_points=600)
-    for snap in loading_series(EP8_USED):
-        pane.ingest(snap)
-
-
-async def main_screen_ready(pilot) -> None:
-    app = pilot.app
-    await settle(pilot, lambda: app.screen.query("#journal-view") and app.screen.last_view is not None)
-    with_history(app)
-    await settle(pilot)
 
 
 def test_main_screen(snap_compare) -> None:
@@ -61,30 +32,6 @@ def test_picker(snap_compare) -> None:
         await settle(pilot, lambda: isinstance(pilot.app.screen, LayoutPicker) and pilot.app.screen.fits)
 
     assert snap_compare(fixed_app({"demo": "ep8"}), terminal_size=SIZE, run_before=run_before)
-
-
-async def failure_card_ready(pilot) -> None:
-    """The recorded events of a forced TP4 EP2 switch, replayed into the host screen."""
-    events = [json.loads(line) for line in (DATA / "switch_tp4ep2_events.jsonl").read_text().splitlines()]
-    await main_screen_ready(pilot)
-    screen = pilot.app.screen
-    panel = screen.query_one(SwitchPanel)
-    screen.switching = True
-    panel.begin("demo", "kimi-k2.6", "TP4 EP2", True, await screen.layouts_that_fit(exclude="TP4 EP2"))
-    journal = screen.query_one("#journal-pane")
-    for event in events[:-1]:
-        screen.post_message(SwitchNews("demo", event_from_json(event)))
-        if event.get("step") == "start" and not event.get("rollback"):
-            # Let the journal pane read the failing unit's journal before the rollback moves it on.
-            await settle(pilot, lambda: journal.unit == "sglang-k26@tp4ep2.service" and journal.received > 150)
-    screen.post_message(SwitchNews("demo", result_from_json(events[-1])))
-    await settle(pilot, lambda: panel.finished)
-    await settle(pilot, lambda: screen.query_one("#journal-pane").unit == "sglang-k26@ep8.service")
-    # The same screen however long the replay took on a loaded machine: the toast gone (as after its
-    # timeout), the journal following its tail.
-    pilot.app.clear_notifications()
-    screen.query_one("#journal-view").set_follow(True)
-    await settle(pilot)
 
 
 def test_failure_card(snap_compare) -> None:

@@ -7,10 +7,10 @@ import os
 import shutil
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
+from waiting import WaitTimeout, wait_for, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = REPO / ".venv" / "bin" / "serve-console"
@@ -32,14 +32,16 @@ class Tmux:
         return self("capture-pane", "-p", "-t", "console", check=False)
 
     def wait_for(self, *needles: str, timeout_s: float = 40.0) -> str:
-        deadline = time.monotonic() + timeout_s
-        text = ""
-        while time.monotonic() < deadline:
-            text = self.screen()
-            if all(n in text for n in needles):
-                return text
-            time.sleep(0.2)
-        raise AssertionError(f"never saw {needles!r} on the screen:\n{text}")
+        last = {"text": ""}
+
+        def shown() -> str | None:
+            last["text"] = text = self.screen()
+            return text if all(n in text for n in needles) else None
+
+        try:
+            return wait_for(shown, f"{needles!r} on the screen", timeout_s=timeout_s, interval_s=0.2)
+        except WaitTimeout as exc:
+            raise WaitTimeout(f"{exc}:\n{last['text']}") from None
 
 
 def engine_pids(state_dir: Path) -> list[int]:
@@ -80,9 +82,7 @@ def test_demo_in_tmux_shows_oom_line_and_card(tmp_path: Path) -> None:
         screen = tmux.wait_for("torch.OutOfMemoryError: CUDA out of memory", "tried 672.00 MiB free")
         assert " OOM TP" in screen
         tmux("send-keys", "-t", "console", "q")
-        deadline = time.monotonic() + 30
-        while engine_pids(tmp_path) and time.monotonic() < deadline:
-            time.sleep(0.2)
+        wait_until(lambda: not engine_pids(tmp_path), timeout_s=30, interval_s=0.2)
         assert engine_pids(tmp_path) == []  # quitting the demo left no engines behind
     finally:
         tmux("kill-server", check=False)

@@ -7,8 +7,8 @@ from __future__ import annotations
 import os
 import signal
 
+from pilot_wait import wait_for
 from screen_text import screen_text
-from test_tui_story import wait_for
 
 from console.ui.screens.confirm import ConfirmSwitch
 from console.ui.screens.picker import LayoutPicker

@@ -7,23 +7,15 @@ OOM line, and the rollback brings EP8 back to READY.
 
 from __future__ import annotations
 
-import asyncio
-
+from pilot_wait import wait_for
 from screen_text import screen_text
+from waiting import settle
 
 from console.ui.messages import SwitchNews
 from console.ui.screens.confirm import ConfirmSwitch
 from console.ui.screens.picker import LayoutPicker
 from console.ui.widgets.journal_view import JournalView
 from console.ui.widgets.switch_progress import SwitchPanel
-
-
-async def wait_for(pilot, predicate, timeout_s: float = 30.0, step_s: float = 0.1) -> bool:
-    for _ in range(int(timeout_s / step_s)):
-        if predicate():
-            return True
-        await pilot.pause(step_s)
-    return predicate()
 
 
 async def test_forced_oom_shows_card_highlight_and_rollback(demo_app) -> None:
@@ -45,7 +37,7 @@ async def test_forced_oom_shows_card_highlight_and_rollback(demo_app) -> None:
         text = screen_text(app)
         assert "will NOT load" in text and "sglang-k26@ep8.service" in text and "sglang-k26@tp4ep2.service" in text
         await pilot.press("y")  # a predicted OOM refuses the plain confirm...
-        await pilot.pause(0.1)
+        await pilot.pause()
         assert isinstance(app.screen, ConfirmSwitch)
         await pilot.press("f")  # ...and needs the explicit force
 
@@ -76,11 +68,11 @@ async def test_forced_oom_shows_card_highlight_and_rollback(demo_app) -> None:
         assert view.row_count >= 1
         line = view.line_at_row(view.row_count - 1)
         assert line is not None and line.finding is not None and "672.00 MiB" in line.text
-        await pilot.pause(0.1)
+        assert await settle(pilot, lambda: "tried 672.00 MiB" in screen_text(app))
         text = screen_text(app)
         assert f" OOM {failure['rank']} GPU{gpu}" in text and "tried 672.00 MiB" in text and "OutOfMemoryError" in text
 
         # Back to every line: nothing was lost to the filter.
         await pilot.press("ctrl+l")
         assert view.row_count == view.line_count - view.hidden_probes  # the console's probes stay folded (h)
-        await asyncio.sleep(0)
+        await pilot.pause()

@@ -12,12 +12,12 @@ import contextlib
 import json
 import os
 import signal
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
 
 import pytest
+from waiting import wait_until
 from web_browser import Browser, WebConsole, missing
 
 from console.ops.web_sessions import CLOSED, OPEN, SERVER_STOPPED, WebSessionLog
@@ -92,13 +92,8 @@ def _status(url: str, headers: dict[str, str] | None = None) -> int:
         return exc.code
 
 
-def _wait(predicate, timeout_s: float = 20.0) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.1)
-    return predicate()
+def _wait(predicate, timeout_s: float = 30.0) -> bool:
+    return wait_until(predicate, timeout_s=timeout_s, interval_s=0.1)
 
 
 def test_without_the_token_every_request_is_401(server) -> None:

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
-import time
 from pathlib import Path
 
 import aiohttp
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
+from waiting import await_for
 from web_fakes import TOKEN, stand_in_server
 
 from console.cli import main
@@ -29,13 +28,8 @@ async def _open(client: TestClient, path: str = "/ws"):
     return await client.ws_connect(path)
 
 
-async def _until(predicate, timeout_s: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        await asyncio.sleep(0.02)
-    return predicate()
+async def _until(predicate, timeout_s: float = 30.0) -> bool:
+    return bool(await await_for(predicate, "the session log to reach the state", timeout_s=timeout_s))
 
 
 def _outcomes(server) -> list[str]:
@@ -71,18 +65,22 @@ async def test_sessions_over_the_cap_are_refused_and_logged(tmp_path: Path) -> N
 
 
 async def test_an_idle_session_ends_and_input_keeps_one_open(tmp_path: Path) -> None:
-    server = stand_in_server(tmp_path, idle_s=1.0)
+    # A 3 s limit against a key every 0.3 s: ten keys' margin on a loaded machine.
+    server = stand_in_server(tmp_path, idle_s=3.0)
     client = await _client(server)
     try:
         busy = await _open(client)
         idle = await _open(client)
-        started = time.monotonic()
-        while time.monotonic() - started < 2.0:  # a key every 0.3 s on one of them
+
+        async def typing_until_the_other_idles() -> bool:  # a key every 0.3 s on one of them
             await busy.send_str(json.dumps(["stdin", "j"]))
-            await asyncio.sleep(0.3)
+            return len(_outcomes(server)) == 2 and _outcomes(server)[1] == IDLE
+
+        await await_for(typing_until_the_other_idles, "the session without input to end idle", interval_s=0.3)
         rows = {s.id: s for s in server.log.sessions()}
         assert [r.outcome for r in rows.values()] == [OPEN, IDLE]
-        assert rows[2].reason == "no input for 0.0166667 min" and not _alive(rows[2].app_pid)
+        assert rows[2].reason == "no input for 0.05 min"
+        assert await _until(lambda: not _alive(rows[2].app_pid))
         msg = await idle.receive(timeout=5)
         assert msg.type in (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSED)  # the browser is told
         await busy.close()

@@ -21,8 +21,9 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
+
+from waiting import WaitTimeout, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
@@ -209,14 +210,15 @@ class Browser:
 
     def _devtools_port(self, timeout_s: float = 30.0) -> int:
         port_file = self.user_data_dir / "DevToolsActivePort"
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
+
+        def port() -> int | None:
             with contextlib.suppress(OSError, ValueError, IndexError):
                 return int(port_file.read_text().split()[0])
             if self.proc.poll() is not None:
                 raise AssertionError(f"chromium exited with {self.proc.returncode} before it listened")
-            time.sleep(0.05)
-        raise AssertionError("chromium wrote no DevToolsActivePort")
+            return None
+
+        return wait_for(port, "chromium's DevToolsActivePort", timeout_s=timeout_s, interval_s=0.05)
 
     def open(self, url: str) -> None:
         self.driver.get(url)
@@ -230,14 +232,16 @@ class Browser:
 
     def wait_for(self, *needles: str, gone: tuple[str, ...] = (), timeout_s: float = 30.0) -> str:
         """The screen once it shows every needle and none of `gone`."""
-        deadline = time.monotonic() + timeout_s
-        text = ""
-        while time.monotonic() < deadline:
-            text = self.screen()
-            if all(n in text for n in needles) and not any(g in text for g in gone):
-                return text
-            time.sleep(0.05)
-        raise AssertionError(f"never saw {needles!r} without {gone!r} on the screen:\n{text}")
+        last = {"text": ""}
+
+        def shown() -> str | None:
+            last["text"] = text = self.screen()
+            return text if all(n in text for n in needles) and not any(g in text for g in gone) else None
+
+        try:
+            return wait_for(shown, f"{needles!r} without {gone!r} on the screen", timeout_s=timeout_s, interval_s=0.05)
+        except WaitTimeout as exc:
+            raise WaitTimeout(f"{exc}:\n{last['text']}") from None
 
     def send(self, *keys: str) -> None:
         """Type into the terminal (xterm.js's input element), as a person at the keyboard."""

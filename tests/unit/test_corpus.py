@@ -21,31 +21,21 @@ to the issue's bars; no rule may be tuned on them while they are held out.
 
 from __future__ import annotations
 
-import json
 import sys
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from corpus_labels import CORPUS, KNOWN, LABELS, _labels, _right
 
 from console.domain.models import Finding, FindingClass
 from console.domain.triage.triager import Triager
 
-CORPUS = Path(__file__).resolve().parent.parent / "corpus"
-LABELS = CORPUS / "labels.json"
-#: The classes triage knew before the corpus was collected.
-KNOWN = frozenset({
-    "cuda_oom", "kv_cache_too_small", "memory_in_use", "engine_init", "cuda_graph", "nccl", "port_in_use",
-    "illegal_memory_access", "weight_load_error",
-})
 #: The bars (the issue's, on logs never used for tuning).
 KNOWN_BAR = 0.90
 NEW_BAR = 0.70
 HEALTHY_BAR = 1.0
-_OOM_KEYS = ("gpu", "tried_bytes", "free_bytes", "total_bytes")
-
-
 @dataclass(frozen=True)
 class Scored:
     """One log's label and what triage made of it."""
@@ -63,10 +53,6 @@ class Scored:
         return "known" if self.label in KNOWN else "new"
 
 
-def _labels() -> list[dict]:
-    return json.loads(LABELS.read_text(encoding="utf-8"))
-
-
 def triage_file(path: Path) -> Finding | None:
     """The decisive finding of one log, read as a stream to its end."""
     triager = Triager()
@@ -75,22 +61,6 @@ def triage_file(path: Path) -> Finding | None:
             triager.feed(line)
     triager.finish()
     return triager.decisive()
-
-
-def _right(label: dict, found: Finding | None) -> bool:
-    cls = label["class"]
-    if cls == "healthy":
-        return found is None
-    if found is None or not found.fatal:
-        return False
-    if cls in KNOWN:
-        if found.cls.value != cls:
-            return False
-        if label.get("oom"):
-            figures = found.oom
-            return figures is not None and all(getattr(figures, k) == label["oom"][k] for k in _OOM_KEYS)
-        return True
-    return found.cls.value == cls or found.cls is FindingClass.ENGINE_ERROR
 
 
 def score(split: str, held_out_in: int | None = None) -> list[Scored]:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from fleet_text import EXPORT
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_dcgm import EXPORT
 
 from console.hosts.gpus.dcgm import parse_dcgm
 

@@ -2,64 +2,17 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 
 import pytest
+from journal_fakes import FakeJournal, take
+from waiting import await_for
 
 from console.domain.models import Engine, FindingClass, JournalEntry, Phase
 from console.hosts.journal_hub import JournalHub
 
 SEED_OOM = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 672.00 MiB. GPU 2 has a total "
             "capacity of 94.97 GiB of which 136.94 MiB is free.")
-
-
-class FakeJournal:
-    """A unit's journal that grows while streams follow it; counts the streams open at once."""
-
-    def __init__(self) -> None:
-        self.entries: list[JournalEntry] = []
-        self.grew = asyncio.Event()
-        self.open_now = 0
-        self.most_open = 0
-        self.opened = 0
-
-    def add(self, message: str) -> JournalEntry:
-        entry = JournalEntry(ts=float(len(self.entries)), unit="u.service", message=message,
-                             cursor=f"c{len(self.entries)}")
-        self.entries.append(entry)
-        self.grew.set()
-        self.grew = asyncio.Event()
-        return entry
-
-    async def journal(self, unit, *, after_cursor=None, follow=True, lines=None):
-        self.open_now += 1
-        self.opened += 1
-        self.most_open = max(self.most_open, self.open_now)
-        try:
-            if after_cursor is not None:
-                at = next(i for i, e in enumerate(self.entries) if e.cursor == after_cursor) + 1
-            else:
-                at = 0 if lines is None else max(0, len(self.entries) - lines)
-            while True:
-                while at < len(self.entries):
-                    yield self.entries[at]
-                    at += 1
-                if not follow:
-                    return
-                await self.grew.wait()
-        finally:
-            self.open_now -= 1
-
-
-async def take(stream, n: int, timeout_s: float = 2.0) -> list:
-    out = []
-    async with asyncio.timeout(timeout_s):
-        async for read in stream:
-            out.append(read)
-            if len(out) == n:
-                break
-    return out
 
 
 @pytest.fixture
@@ -82,8 +35,8 @@ async def test_two_readers_share_one_stream_and_a_late_one_replays_after_its_cur
     assert journal.most_open == 1 and hub.open_streams == 1
     await watcher.aclose()
     await pane.aclose()
-    await asyncio.sleep(0.05)
-    assert journal.open_now == 0 and hub.open_streams == 0  # the last reader left: the channel closed
+    # the last reader left: the channel closed
+    await await_for(lambda: journal.open_now == 0 and hub.open_streams == 0, "the hub's channel to close")
 
 
 async def test_each_line_is_triaged_once_for_every_reader(journal, monkeypatch) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from test_journal_hub import FakeJournal, take
+from journal_fakes import FakeJournal, take
 
 from console.domain.models import Engine, FindingClass, JournalEntry, Phase
 from console.hosts.journal_hub import JournalHub

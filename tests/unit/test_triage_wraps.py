@@ -4,13 +4,13 @@ never joins two whole lines. The whole corpus, re-wrapped at 80 and 120 columns,
 
 from __future__ import annotations
 
+import corpus_labels
 import pytest
 
 from console.domain.models import FindingClass
 from console.domain.triage.root_cause import decisive
 from console.domain.triage.triager import Triager, triage_lines
 from console.domain.triage.wraps import REPEATS, WrapWidth
-from tests.unit import test_corpus
 
 C = FindingClass
 #: Scores measured on the corpus (272 logs, 268 right unwrapped) when the rules last changed; the rest
@@ -102,13 +102,13 @@ def test_the_figured_oom_wins_over_a_figureless_one_of_another_rank():
 @pytest.mark.parametrize("width", sorted(REWRAP_FLOORS))
 def test_the_corpus_rewrapped_holds_its_floor(width: int):
     right = 0
-    labels = test_corpus._labels()
+    labels = corpus_labels._labels()
     for label in labels:
-        path = test_corpus.CORPUS / "logs" / label["file"]
+        path = corpus_labels.CORPUS / "logs" / label["file"]
         lines = hard_wrap(path.read_text(encoding="utf-8", errors="replace").splitlines(), width)
         triager = Triager()
         for line in lines:
             triager.feed(line)
         triager.finish()
-        right += test_corpus._right(label, triager.decisive())
+        right += corpus_labels._right(label, triager.decisive())
     assert right >= REWRAP_FLOORS[width], f"{right}/{len(labels)} right at {width} columns"

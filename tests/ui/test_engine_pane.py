@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from engine_pane_app import SAMPLE, T0, PaneApp, ScriptedReader, text
 from pilot_wait import settle
 

@@ -16,19 +16,21 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
-from console.domain.fit import load_model_spec
+from console.domain.fit import ModelSpec, load_model_spec
 from console.domain.layout import parse_layout
 from console.domain.perf import (
     Coefficients,
     HostShape,
     LayoutTerms,
+    Observation,
     Workload,
+    calibrate,
     default_interconnect,
     gpu_kind,
     layout_terms,
+    metric_value,
     perf_model,
 )
-from console.domain.perf.calibrate import Observation, calibrate, metric_value
 
 REPO = Path(__file__).resolve().parents[1]
 DEV_JSON = REPO / "tests" / "perf" / "dev.json"
@@ -76,9 +78,7 @@ def _model(path: str, precision: str | None):
         spec = load_model_spec(file)
     except Exception:  # a quantisation fit does not model (gpt-oss mxfp4): size it by the row's precision
         config = {k: v for k, v in config.items() if k != "quantization_config"}
-        tmp = Path("/tmp") / f"perf-dev-{file.name}"
-        tmp.write_text(json.dumps(config))
-        spec = load_model_spec(tmp)
+        spec = ModelSpec.from_config(config)
         precision = precision or "fp4"
     return perf_model(spec, config, precision)
 
@@ -152,8 +152,7 @@ def score(rows: list[DevRow], k: Coefficients) -> Scores:
     cal_groups = 0
     per_group: list[tuple[str, float]] = []
     for name, members in groups.items():
-        predicted = [1.0 / r.predicted(k) if r.metric == "per_request_tok_s" else r.predicted(k) for r in members]
-        predicted = [p * 1000 if r.metric == "per_request_tok_s" else p for p, r in zip(predicted, members)]
+        predicted = [r.terms.tpot_s(k) * 1000 for r in members]
         measured = [r.tpot_ms for r in members]
         best = min(range(len(members)), key=lambda i: measured[i])
         order = _rank(members, predicted)
@@ -161,7 +160,7 @@ def score(rows: list[DevRow], k: Coefficients) -> Scores:
         if len(members) >= 4:
             n3 += 1
             top3 += best in order[:3]
-        errs = [abs(p / m - 1) for p, m in zip(predicted, measured)]
+        errs = [abs(p / m - 1) for p, m in zip(predicted, measured, strict=True)]
         errors += errs
         per_group.append((name, statistics.median(errs)))
         if len(members) >= 3:
@@ -169,8 +168,7 @@ def score(rows: list[DevRow], k: Coefficients) -> Scores:
             for i, target in enumerate(members):
                 others = [m for j, m in enumerate(members) if j != i][:2]
                 fit = calibrate(k, [Observation(o.terms, o.metric, o.value) for o in others])
-                p = target.predicted(fit.coefficients)
-                p = 1000.0 / p if target.metric == "per_request_tok_s" else p
+                p = target.terms.tpot_s(fit.coefficients) * 1000
                 cal_errors.append(abs(p / target.tpot_ms - 1))
     per_group.sort(key=lambda g: -g[1])
     return Scores(

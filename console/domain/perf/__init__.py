@@ -5,6 +5,14 @@ peak, collectives over links) weighed by a few coefficients a host's own measure
 Other rooms import these names from here, never from its modules.
 """
 
+from console.domain.perf.calibrate import (
+    METRICS,
+    ZERO_SHOT_BAND,
+    Calibration,
+    Observation,
+    calibrate,
+    metric_value,
+)
 from console.domain.perf.hardware import (
     HARDWARE_FILE,
     INTERCONNECTS,
@@ -26,6 +34,12 @@ from console.domain.perf.speed import (
 from console.domain.perf.step import Coefficients
 
 __all__ = [
+    "calibrate",
+    "Calibration",
+    "metric_value",
+    "METRICS",
+    "Observation",
+    "ZERO_SHOT_BAND",
     "Coefficients",
     "default_interconnect",
     "gpu_kind",

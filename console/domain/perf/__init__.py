@@ -5,7 +5,7 @@ peak, collectives over links) weighed by a few coefficients a host's own measure
 Other rooms import these names from here, never from its modules.
 """
 
-from console.domain.perf.calibrate import (
+from console.domain.perf.calibration import (
     METRICS,
     ZERO_SHOT_BAND,
     Calibration,

@@ -17,6 +17,7 @@ from console.domain.perf import (
     calibrate,
     default_interconnect,
     gpu_kind,
+    layout_kind,
     layout_terms,
     perf_model,
     predict,
@@ -55,7 +56,7 @@ def predict_rows(args: argparse.Namespace) -> list[dict[str, Any]]:
         terms = layout_terms(
             model, layout, args.engine, host, Workload(args.input_len, args.output_len, conc)
         )
-        observations.append(Observation(terms, metric, value))
+        observations.append(Observation(terms, metric, value, layout_kind(layout)))
     fit = calibrate(Coefficients(), observations)
     gpu_mem_gib = torch_capacity_bytes(gpu.memory_mib) / GIB
     rows: list[dict[str, Any]] = []
@@ -68,7 +69,8 @@ def predict_rows(args: argparse.Namespace) -> list[dict[str, Any]]:
                 refused.append({**base, **_empty(), "calibrated": fit.calibrated, "reason": verdict.reason})
                 continue
             terms = layout_terms(model, layout, args.engine, host, work[c])
-            speed = predict(terms, layout.name, fit.coefficients, band=fit.band, calibrated=fit.calibrated)
+            band = fit.band_for(layout_kind(layout))
+            speed = predict(terms, layout.name, fit.coefficients, band=band, calibrated=fit.calibrated)
             ranked.append({**speed.to_json(), "verdict": verdict.verdict})
         ranked.sort(key=lambda row: -row["output_tok_s"])
         rows += ranked + refused

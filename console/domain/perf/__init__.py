@@ -11,6 +11,7 @@ from console.domain.perf.calibration import (
     Calibration,
     Observation,
     calibrate,
+    layout_kind,
     metric_value,
 )
 from console.domain.perf.hardware import (
@@ -48,6 +49,7 @@ __all__ = [
     "HostShape",
     "INTERCONNECTS",
     "layout_terms",
+    "layout_kind",
     "LayoutTerms",
     "link_kind",
     "LinkKind",

@@ -5,6 +5,9 @@ Each observation is a layout's terms with one measured metric. The fit searches 
 of the observations plus a pull towards the uncalibrated coefficients (a prior, so that one or two
 measurements cannot drag a coefficient they say little about). Moving `comm_scale` is what lets a
 host's TP8 figure say how slow its links are, and so move EP and PP differently from TP.
+
+The range narrows only for the kinds of layout measured (`layout_kind`: which of TP, EP, PP, DP it
+uses): a host's TP figures say little of how its EP dispatch or its pipeline bubbles behave.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import math
 from dataclasses import dataclass, replace
 from itertools import product
 
+from console.domain.layout import Layout
 from console.domain.perf.speed import LayoutTerms
 from console.domain.perf.step import Coefficients
 
@@ -34,6 +38,8 @@ class Observation:
     terms: LayoutTerms
     metric: str
     value: float
+    kind: str = ""
+    """The layout's kind (`layout_kind`), for the range of layouts of the same kind."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,10 +49,22 @@ class Calibration:
     coefficients: Coefficients
     band: float
     observations: int
+    kinds: frozenset[str] = frozenset()
 
     @property
     def calibrated(self) -> bool:
         return self.observations > 0
+
+    def band_for(self, kind: str) -> float:
+        """The range for a layout of `kind`: narrowed where that kind was measured, else zero-shot."""
+        return self.band if kind in self.kinds or not self.kinds else max(self.band, ZERO_SHOT_BAND)
+
+
+def layout_kind(layout: Layout) -> str:
+    """Which parallelisms a layout uses: `tp`, `tp+ep`, `pp`, `tp+pp`, `tp+ep+dp`, ..."""
+    parts = [name for name, size in (("tp", layout.tp), ("ep", layout.ep), ("pp", layout.pp), ("dp", layout.dp))
+             if size > 1]
+    return "+".join(parts) or "single"
 
 
 def metric_value(terms: LayoutTerms, metric: str, k: Coefficients) -> float:
@@ -88,4 +106,5 @@ def calibrate(base: Coefficients, observations: list[Observation]) -> Calibratio
     _, k, worst = best
     # Two measurements leave about half the zero-shot doubt; more shrink it towards the fit's residual.
     band = max(MIN_BAND, worst * 1.5, ZERO_SHOT_BAND / (1 + len(usable) / 2))
-    return Calibration(k, min(band, ZERO_SHOT_BAND), len(usable))
+    kinds = frozenset(o.kind for o in usable if o.kind)
+    return Calibration(k, min(band, ZERO_SHOT_BAND), len(usable), kinds)

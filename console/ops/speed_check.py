@@ -93,6 +93,9 @@ def observations(ctx: SpeedContext, service: ServiceConfig, probes: Iterable[Any
         conc = line.get("concurrency")
         if lc is None or line.get("outcome") != "measured" or not isinstance(conc, int) or conc < 1:
             continue
+        # Fewer prompts than the level's concurrency keep fewer in flight: the mean is what was measured.
+        mean = line.get("mean_concurrency")
+        conc = max(1, round(mean)) if isinstance(mean, int | float) and 0 < mean < conc else conc
         work = Workload(int(params.get("input_len", 256)), int(params.get("output_len", 128)), conc)
         terms = layout_terms(ctx.model, lc.layout, ctx.engine, ctx.shape, work)
         for metric, key in (("tpot_ms", "mean_tpot_ms"), ("output_tok_s", "output_throughput")):

@@ -1,10 +1,12 @@
 """Calibration: a host's measured layouts move a few coefficients, and the range narrows.
 
 Each observation is a layout's terms with one measured metric. The fit searches multipliers of
-`bw_eff`, `comm_scale` and the fixed per-step costs on a log grid, minimising the squared log error
+`bw_eff`, `comm_scale`, `a2a_scale` and the fixed per-step costs on log grids (coordinate descent),
+minimising the squared log error
 of the observations plus a pull towards the uncalibrated coefficients (a prior, so that one or two
 measurements cannot drag a coefficient they say little about). Moving `comm_scale` is what lets a
-host's TP8 figure say how slow its links are, and so move EP and PP differently from TP.
+host's TP8 figure say how slow its all-reduces are, and so move EP and PP differently from TP;
+`a2a_scale` moves EP's dispatch and combine once an EP layout is measured.
 
 The range narrows only for the kinds of layout measured (`layout_kind`: which of TP, EP, PP, DP it
 uses): a host's TP figures say little of how its EP dispatch or its pipeline bubbles behave.
@@ -14,7 +16,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from itertools import product
 
 from console.domain.layout import Layout
 from console.domain.perf.speed import LayoutTerms
@@ -26,9 +27,14 @@ ZERO_SHOT_BAND = 0.45
 #: The narrowest range after calibration.
 MIN_BAND = 0.08
 PRIOR_WEIGHT = 0.05
-_BW = tuple(2 ** (i / 4) for i in range(-4, 5))  # 0.5x .. 2x
-_COMM = tuple(2 ** (i / 2) for i in range(-6, 7))  # 0.125x .. 8x
-_FIXED = tuple(2 ** (i / 2) for i in range(-4, 5))  # 0.25x .. 4x
+#: Multipliers searched for each coefficient (log-spaced), and the coordinate-descent rounds.
+_GRIDS = {
+    "bw_eff": tuple(2 ** (i / 4) for i in range(-4, 5)),  # 0.5x .. 2x
+    "comm_scale": tuple(2 ** (i / 4) for i in range(-12, 13)),  # 0.125x .. 8x
+    "a2a_scale": tuple(2 ** (i / 4) for i in range(-12, 13)),
+    "fixed": tuple(2 ** (i / 4) for i in range(-8, 9)),  # layer_us and step_us together, 0.25x .. 4x
+}
+_MOVES = 12
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,27 +89,48 @@ def metric_value(terms: LayoutTerms, metric: str, k: Coefficients) -> float:
     raise ValueError(f"metric must be one of {', '.join(METRICS)}, got {metric!r}")
 
 
+def _apply(base: Coefficients, m: dict[str, float]) -> Coefficients:
+    return replace(
+        base,
+        bw_eff=min(0.98, base.bw_eff * m["bw_eff"]),
+        comm_scale=base.comm_scale * m["comm_scale"],
+        a2a_scale=base.a2a_scale * m["a2a_scale"],
+        layer_us=base.layer_us * m["fixed"],
+        step_us=base.step_us * m["fixed"],
+    )
+
+
+def _loss(base: Coefficients, m: dict[str, float], usable: list[Observation]) -> tuple[float, float]:
+    k = _apply(base, m)
+    errors = [math.log(metric_value(o.terms, o.metric, k) / o.value) for o in usable]
+    prior = PRIOR_WEIGHT * sum(math.log(v) ** 2 for v in m.values())
+    return sum(e * e for e in errors) + prior, max(abs(e) for e in errors)
+
+
 def calibrate(base: Coefficients, observations: list[Observation]) -> Calibration:
-    """Fit `base`'s coefficients to `observations`; none leaves `base` and the zero-shot range."""
+    """Fit `base`'s coefficients to `observations`; none leaves `base` and the zero-shot range.
+
+    Greedy coordinate descent: each move sets the one multiplier whose best grid value lowers the
+    loss most, so a single TP figure moves the coefficient that explains it best (on a PCIe host, the
+    all-reduce latency), not whichever comes first.
+    """
     usable = [o for o in observations if o.value > 0 and math.isfinite(o.value)]
     if not usable:
         return Calibration(base, ZERO_SHOT_BAND, 0)
-    best: tuple[float, Coefficients, float] | None = None
-    for bw, cs, fx in product(_BW, _COMM, _FIXED):
-        k = replace(
-            base,
-            bw_eff=min(0.98, base.bw_eff * bw),
-            comm_scale=base.comm_scale * cs,
-            layer_us=base.layer_us * fx,
-            step_us=base.step_us * fx,
-        )
-        errors = [math.log(metric_value(o.terms, o.metric, k) / o.value) for o in usable]
-        sse = sum(e * e for e in errors)
-        prior = PRIOR_WEIGHT * (math.log(bw) ** 2 + math.log(cs) ** 2 + math.log(fx) ** 2)
-        if best is None or sse + prior < best[0]:
-            best = (sse + prior, k, max(abs(e) for e in errors))
-    assert best is not None
-    _, k, worst = best
+    m = dict.fromkeys(_GRIDS, 1.0)
+    best, worst = _loss(base, m, usable)
+    for _ in range(_MOVES):
+        move = None
+        for name, grid in _GRIDS.items():
+            for value in grid:
+                trial = {**m, name: value}
+                loss, trial_worst = _loss(base, trial, usable)
+                if loss < best - 1e-12:
+                    best, worst, move = loss, trial_worst, trial
+        if move is None:
+            break
+        m = move
+    k = _apply(base, m)
     # Two measurements leave about half the zero-shot doubt; more shrink it towards the fit's residual.
     band = max(MIN_BAND, worst * 1.5, ZERO_SHOT_BAND / (1 + len(usable) / 2))
     kinds = frozenset(o.kind for o in usable if o.kind)

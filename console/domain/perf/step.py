@@ -28,7 +28,8 @@ class Coefficients:
 
     `bw_eff` and `mfu` are shares of peak memory bandwidth and dense FLOPs; `layer_us` is the fixed
     cost of one layer's kernels per step; `step_us` the scheduler, sampling and launch cost of a step;
-    `comm_scale` multiplies every collective's latency (P2P, NCCL tuning, custom all-reduce).
+    `comm_scale` multiplies the latency of all-reduces and handoffs (P2P, NCCL tuning, custom
+    all-reduce), `a2a_scale` that of EP's dispatch and combine (a different kernel on the same links).
     """
 
     # Tuned once on the dev set's tuning part (tests/perf_dev.py), never on the held-out part.
@@ -37,6 +38,7 @@ class Coefficients:
     layer_us: float = 35.0
     step_us: float = 2000.0
     comm_scale: float = 1.0
+    a2a_scale: float = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,12 +50,17 @@ class StepTerms:
     layers: int
     comm_latency_s: float
     comm_transfer_s: float
+    a2a_latency_s: float = 0.0
 
     def seconds(self, k: Coefficients) -> float:
         """The step's time under coefficients `k`."""
         work = sum(max(m / k.bw_eff, c / k.mfu) for m, c in zip(self.mem_s, self.compute_s, strict=True))
         return (
-            work + self.layers * k.layer_us * 1e-6 + self.comm_latency_s * k.comm_scale + self.comm_transfer_s
+            work
+            + self.layers * k.layer_us * 1e-6
+            + self.comm_latency_s * k.comm_scale
+            + self.a2a_latency_s * k.a2a_scale
+            + self.comm_transfer_s
         )
 
 
@@ -119,13 +126,14 @@ def stage_terms(
     heads = max(1, spec.num_heads // weights.attn_tp)
     qk_dim = spec.kv_lora_rank + spec.qk_rope_head_dim if spec.attention == "mla" else spec.head_dim
     attn_flops = 4 * batch.attn_tokens * batch.context * heads * qk_dim * weights.layers
-    latency, transfer = _collectives(model, weights, layout, engine, fabric, batch, moe_ranks)
+    latency, a2a_latency, transfer = _collectives(model, weights, layout, engine, fabric, batch, moe_ranks)
     return StepTerms(
         mem_s=(always_mem, expert_mem, kv_mem),
         compute_s=(always_flops / peak, expert_flops / peak, attn_flops / peak),
         layers=weights.layers,
         comm_latency_s=latency,
         comm_transfer_s=transfer,
+        a2a_latency_s=a2a_latency,
     )
 
 
@@ -142,13 +150,14 @@ def _collectives(
     fabric: Fabric,
     batch: Batch,
     moe_ranks: int,
-) -> tuple[float, float]:
-    """Latency and transfer seconds of one stage's collectives in one step."""
+) -> tuple[float, float, float]:
+    """All-reduce latency, all-to-all latency and transfer seconds of one stage's collectives in a step."""
     hidden = model.spec.hidden_size
     attn_msg = batch.attn_tokens * hidden * ACT_BYTES
     moe_msg = batch.moe_tokens * hidden * ACT_BYTES
     dense_layers = weights.layers - weights.moe_layers
     costs: list[tuple[comm.CollectiveCost, float]] = []
+    a2a_costs: list[tuple[comm.CollectiveCost, float]] = []
     attn_tp = weights.attn_tp
     costs.append((comm.all_reduce(fabric.over(attn_tp), attn_tp, attn_msg), weights.layers))
     if dense_layers:
@@ -158,11 +167,12 @@ def _collectives(
         if layout.ep > 1:
             per_rank = moe_msg / moe_ranks * model.experts_per_token
             a2a = comm.all_to_all(fabric.over(moe_ranks), moe_ranks, per_rank)
-            costs.append((a2a, 2 * weights.moe_layers))  # dispatch and combine
+            a2a_costs.append((a2a, 2 * weights.moe_layers))  # dispatch and combine
         else:
             costs.append((comm.all_reduce(fabric.over(moe_ranks), moe_ranks, moe_msg), weights.moe_layers))
         if gathered and layout.ep == 1:
             costs.append((comm.all_reduce(fabric.over(moe_ranks), moe_ranks, moe_msg), weights.moe_layers))
     latency = sum(c.latency_s * n for c, n in costs)
-    transfer = sum(c.transfer_s * n for c, n in costs)
-    return latency, transfer
+    a2a_latency = sum(c.latency_s * n for c, n in a2a_costs)
+    transfer = sum(c.transfer_s * n for c, n in costs + a2a_costs)
+    return latency, a2a_latency, transfer

@@ -227,7 +227,10 @@ class Explore:
         """One layout, predicted first: pruned when its bound cannot beat the best measured, else run."""
         forecast = forecaster.forecast(name) if forecaster is not None else None
         predicted = forecast.to_json() if forecast is not None else ()
-        if opts.by_prediction and forecaster is not None:
+        lc = self.service.layout(name)
+        fit = fit_layout(self.service, lc, capacity) if lc is not None else None
+        fit_refuses = fit is not None and fit.verdict in ("oom", "invalid") and not opts.include_oom
+        if opts.by_prediction and forecaster is not None and not fit_refuses:  # fit's skip comes first
             scores = [score(levels_of(r.probes), opts.pick) for r in reports.values() if r.outcome == MEASURED]
             best = max((v for v in scores if v is not None), default=None)
             why = forecaster.pruned_by(forecast, best, opts.pick)

@@ -1,6 +1,7 @@
 """`serve-console predict`: each layout's TTFT, TPOT and tok/s before anything restarts.
 
-Exit codes: 0 predictions printed (layouts that do not fit are reported, never ranked), 2 usage errors
+With `--host`, the host's config gives the model, engine, GPUs and layouts, and the results store its
+calibration (every stored probe level of the service). Exit codes: 0 predictions printed (layouts that do not fit are reported, never ranked), 2 usage errors
 (missing or broken model config, a GPU the hardware table does not know, bad numbers or layouts).
 """
 
@@ -19,13 +20,9 @@ def add_parser(subparsers: Any) -> None:
         help="predict TTFT, TPOT and tok/s of a model in each layout",
         description="Predict the speed of each layout from physics and the GPU/link table (docs/predict.md).",
     )
-    parser.add_argument(
-        "--model-config", required=True, metavar="PATH", help="the model's config.json (or its dir)"
-    )
-    parser.add_argument(
-        "--gpu", required=True, metavar="NAME", help='"NVIDIA H100 80GB HBM3" or a short name (H100-SXM)'
-    )
-    parser.add_argument("--gpus", required=True, type=int, metavar="N", help="GPUs per node")
+    parser.add_argument("--model-config", metavar="PATH", help="the model's config.json (or its dir)")
+    parser.add_argument("--gpu", metavar="NAME", help='"NVIDIA H100 80GB HBM3" or a short name (H100-SXM)')
+    parser.add_argument("--gpus", type=int, metavar="N", help="GPUs per node")
     parser.add_argument("--nodes", type=int, default=1, metavar="M", help="nodes (1)")
     parser.add_argument(
         "--interconnect",
@@ -33,14 +30,22 @@ def add_parser(subparsers: Any) -> None:
         help="the link between a node's GPUs (default: nvlink for SXM/OAM parts, pcie otherwise)",
     )
     parser.add_argument(
-        "--engine", choices=("sglang", "vllm"), default="sglang", help="serving engine (sglang)"
+        "--engine", choices=("sglang", "vllm"), help="serving engine (sglang; with --host: the service's)"
     )
     parser.add_argument(
         "--layout",
-        required=True,
         action="append",
         metavar="LAYOUT",
-        help='"TP8", "TP8 EP8", "--pp-size 8"; repeat',
+        help='"TP8", "TP8 EP8", "--pp-size 8"; repeat (with --host: default every layout of the service)',
+    )
+    parser.add_argument(
+        "--host",
+        metavar="H",
+        help="take the model, engine, GPUs and layouts from this host of hosts.toml, and calibrate from "
+        "its stored probe results",
+    )
+    parser.add_argument(
+        "--service", metavar="S", help="with --host: the service (default: the host's only one)"
     )
     parser.add_argument("--input-len", type=int, default=1000, metavar="I", help="prompt tokens (1000)")
     parser.add_argument("--output-len", type=int, default=1000, metavar="O", help="output tokens (1000)")

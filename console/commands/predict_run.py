@@ -33,23 +33,40 @@ def _layout(text: str, flag: str) -> Layout:
         raise UsageError(f"{flag} {text!r}: {exc}") from None
 
 
-def predict_rows(args: argparse.Namespace) -> list[dict[str, Any]]:
-    """One JSON-ready row per (layout, concurrency), fastest first within each concurrency."""
+def _by_hand(args: argparse.Namespace) -> tuple[Any, HostShape, list[Layout], list[str], str, list[Any]]:
+    """The model, GPUs and layouts given on the command line."""
+    for flag, value in (("--model-config", args.model_config), ("--gpu", args.gpu), ("--gpus", args.gpus),
+                        ("--layout", args.layout)):  # fmt: skip
+        if value is None:
+            raise UsageError(f"predict: {flag} is required without --host")
     gpus = _positive("--gpus", args.gpus)
     nodes = _positive("--nodes", args.nodes)
-    _positive("--input-len", args.input_len)
-    _positive("--output-len", args.output_len)
-    concurrencies = _concurrencies(args.concurrency)
     gpu = gpu_kind(args.gpu)
     layouts = [_layout(text, "--layout") for text in args.layout]
-    spec = load_model_spec(args.model_config)
-    config = json.loads(read_model_config_bytes(_config_file(args.model_config)).decode("utf-8"))
-    model = perf_model(spec, config, args.precision)
     host = HostShape(
         gpu=gpu, gpus_per_node=gpus, nodes=nodes, interconnect=args.interconnect or default_interconnect(gpu)
     )
+    return args.model_config, host, layouts, [lay.name for lay in layouts], args.engine or "sglang", []
+
+
+def predict_rows(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """One JSON-ready row per (layout, concurrency), fastest first within each concurrency."""
+    _positive("--input-len", args.input_len)
+    _positive("--output-len", args.output_len)
+    concurrencies = _concurrencies(args.concurrency)
+    if args.host is not None:
+        from console.commands.predict_host import from_host
+
+        model_config, host, layouts, names, engine, history = from_host(args)
+    else:
+        model_config, host, layouts, names, engine, history = _by_hand(args)
+    args.engine = engine
+    gpus, nodes, gpu = host.gpus_per_node, host.nodes, host.gpu
+    spec = load_model_spec(model_config)
+    config = json.loads(read_model_config_bytes(_config_file(str(model_config))).decode("utf-8"))
+    model = perf_model(spec, config, args.precision)
     work = {c: Workload(args.input_len, args.output_len, c) for c in concurrencies}
-    observations = []
+    observations = list(history)
     for text in args.measured:
         layout_text, conc, metric, value = parse_measured(text)
         layout = _layout(layout_text, "--measured")
@@ -62,15 +79,15 @@ def predict_rows(args: argparse.Namespace) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     for c in concurrencies:
         ranked, refused = [], []
-        for layout in layouts:
+        for layout, name in zip(layouts, names, strict=True):
             verdict = predict_fit(spec, layout, args.engine, gpu_mem_gib=gpu_mem_gib, gpu_count=gpus * nodes)
-            base = {"layout": layout.name, "concurrency": c, "verdict": verdict.verdict}
+            base = {"layout": name, "concurrency": c, "verdict": verdict.verdict}
             if not verdict.starts:
                 refused.append({**base, **_empty(), "calibrated": fit.calibrated, "reason": verdict.reason})
                 continue
             terms = layout_terms(model, layout, args.engine, host, work[c])
             band = fit.band_for(layout_kind(layout))
-            speed = predict(terms, layout.name, fit.coefficients, band=band, calibrated=fit.calibrated)
+            speed = predict(terms, name, fit.coefficients, band=band, calibrated=fit.calibrated)
             ranked.append({**speed.to_json(), "verdict": verdict.verdict})
         ranked.sort(key=lambda row: -row["output_tok_s"])
         rows += ranked + refused

@@ -24,6 +24,8 @@ if TYPE_CHECKING:
 
 #: The high concurrency of the picker's second column.
 HIGH_CONCURRENCY = 64
+#: Calibration reads the newest this many stored probe levels (each costs a layout's terms, ~20 ms).
+HISTORY_LEVELS = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,7 +39,9 @@ class SpeedContext:
     """GPU name and count, engine (and versions where the host shows them): each receipt carries it."""
 
 
-def host_shape(cfg: HostConfig, snapshot: GpuSnapshot | None, interconnect: str | None = None) -> HostShape | None:
+def host_shape(
+    cfg: HostConfig, snapshot: GpuSnapshot | None, interconnect: str | None = None
+) -> HostShape | None:
     """The host's GPUs for the performance model, or None when no GPU name is known.
 
     Raises:
@@ -53,7 +57,9 @@ def host_shape(cfg: HostConfig, snapshot: GpuSnapshot | None, interconnect: str 
     else:
         return None
     gpu = gpu_kind(name)
-    return HostShape(gpu=gpu, gpus_per_node=count, nodes=1, interconnect=interconnect or default_interconnect(gpu))
+    return HostShape(
+        gpu=gpu, gpus_per_node=count, nodes=1, interconnect=interconnect or default_interconnect(gpu)
+    )
 
 
 def speed_context(
@@ -112,7 +118,7 @@ def history_calibration(
     from console.domain.perf import Coefficients, calibrate
 
     probes = store.probes(host=host_name, service=service.name) if store is not None else []
-    return calibrate(Coefficients(), observations(ctx, service, probes))
+    return calibrate(Coefficients(), observations(ctx, service, probes[-HISTORY_LEVELS:]))
 
 
 def predict_layout(
@@ -127,12 +133,16 @@ def predict_layout(
     """One layout's predicted speed at one concurrency."""
     from console.domain.perf import Workload, layout_kind, layout_terms, predict
 
-    terms = layout_terms(ctx.model, layout.layout, ctx.engine, ctx.shape, Workload(input_len, output_len, concurrency))
+    terms = layout_terms(
+        ctx.model, layout.layout, ctx.engine, ctx.shape, Workload(input_len, output_len, concurrency)
+    )
     band = calibration.band_for(layout_kind(layout.layout))
     return predict(terms, layout.name, calibration.coefficients, band=band, calibrated=calibration.calibrated)
 
 
-async def host_speed_context(host: Host, service: ServiceConfig, interconnect: str | None = None) -> SpeedContext | None:
+async def host_speed_context(
+    host: Host, service: ServiceConfig, interconnect: str | None = None
+) -> SpeedContext | None:
     """The context from a fresh GPU sample of the host, falling back to the config."""
     snapshot = None
     try:

@@ -68,8 +68,11 @@ class Calibration:
 
 def layout_kind(layout: Layout) -> str:
     """Which parallelisms a layout uses: `tp`, `tp+ep`, `pp`, `tp+pp`, `tp+ep+dp`, ..."""
-    parts = [name for name, size in (("tp", layout.tp), ("ep", layout.ep), ("pp", layout.pp), ("dp", layout.dp))
-             if size > 1]
+    parts = [
+        name
+        for name, size in (("tp", layout.tp), ("ep", layout.ep), ("pp", layout.pp), ("dp", layout.dp))
+        if size > 1
+    ]
     return "+".join(parts) or "single"
 
 

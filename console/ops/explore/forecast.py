@@ -39,8 +39,9 @@ class Forecast:
 class Forecaster:
     """Predictions for one explore of one service on one host."""
 
-    def __init__(self, ctx: SpeedContext, service: ServiceConfig, host: str, store: ResultsStore,
-                 opts: ExploreOptions) -> None:
+    def __init__(
+        self, ctx: SpeedContext, service: ServiceConfig, host: str, store: ResultsStore, opts: ExploreOptions
+    ) -> None:
         self.ctx, self.service, self.host, self.store, self.opts = ctx, service, host, store, opts
         self.levels = sorted({c for c, _rate in opts.probe.levels() if c})
 

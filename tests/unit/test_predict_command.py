@@ -107,3 +107,10 @@ def test_bad_input_is_one_line_exit_2(
     assert code == 2
     assert needle in err
     assert len(err.strip().splitlines()) == 1
+
+
+def test_without_host_the_model_and_gpus_are_required(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["predict", "--model-config", KIMI, "--layout", "TP8"])
+    _, err = capsys.readouterr()
+    assert code == 2
+    assert "--gpu is required without --host" in err and len(err.strip().splitlines()) == 1

@@ -20,7 +20,17 @@ def from_host(args: argparse.Namespace) -> tuple[Any, Any, list[Layout], list[st
     _config, host_cfg, service = pick_target(args)
     if service.model_config is None:
         raise UsageError(f"{host_cfg.name}/{service.name}: no model_config in hosts.toml: predict needs one")
-    ctx = asyncio.run(_context(host_cfg, service, args.interconnect))
+    if args.gpu is not None:  # said by hand: no sample needed (a host that cannot be reached now)
+        from console.domain.models import GpuSample, GpuSnapshot
+        from console.ops.speed_check import speed_context
+
+        count = args.gpus or host_cfg.gpu_count
+        if not count or count < 1:
+            raise UsageError(f"{host_cfg.name}: give --gpus with --gpu (hosts.toml has no gpu_count)")
+        snapshot = GpuSnapshot(0.0, tuple(GpuSample(index=i, name=args.gpu) for i in range(count)))
+        ctx = speed_context(host_cfg, service, snapshot, args.interconnect)
+    else:
+        ctx = asyncio.run(_context(host_cfg, service, args.interconnect))
     if ctx is None:
         raise UsageError(f"{host_cfg.name}: no GPU name from a sample or the config: give --gpu and --gpus")
     picked = []

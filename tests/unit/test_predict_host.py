@@ -69,3 +69,9 @@ def test_a_layout_the_service_lacks_is_one_line(capsys, state_dir) -> None:
     _, err = capsys.readouterr()
     assert code == 2
     assert "demo/kimi-k2.6: no layout 'TP3'" in err and len(err.strip().splitlines()) == 1
+
+
+def test_gpus_said_by_hand_override_the_hosts(capsys, state_dir) -> None:
+    rows = predict(capsys, "--gpu", "H200-SXM", "--gpus", "8", "--layout", "TP8")
+    on_pcie = predict(capsys, "--layout", "TP8")
+    assert rows[0]["per_request_tok_s"] > on_pcie[0]["per_request_tok_s"]  # H200 over NVLink beats PCIe cards

@@ -55,3 +55,27 @@ async def test_explore_by_prediction_orders_prunes_and_keeps_receipts(sim_hosts)
         assert rec.predicted["concurrency"] == rec.concurrency
         measured_tpot = rec.measured["tpot_ms"]
         assert rec.tpot_error == round(rec.predicted["tpot_ms"] / measured_tpot - 1, 4)
+
+
+def test_the_explore_table_puts_predicted_beside_measured() -> None:
+    from console.commands.explore import final_lines
+    from console.ops.explore.report import ExploreResult, LayoutReport
+    from console.ops.explore.results_table import Pick
+
+    probe = {
+        "concurrency": 1,
+        "output_throughput": 60.0,
+        "per_user_tokens_per_s": 61.5,
+        "completed": 4,
+        "failed": 0,
+    }
+    predicted = ({"concurrency": 1, "per_request_tok_s": 37.04, "output_tok_s": 36.9},)
+    measured = LayoutReport("EP8", "measured", None, probes=(probe,), predicted=predicted)
+    pruned = LayoutReport("PP8", "pruned", None, {"summary": "pruned: ..."}, predicted=predicted)
+    result = ExploreResult(1, "demo", "k26", (measured, pruned), "EP8", "EP8", Pick(), None)
+    lines = final_lines(result)
+    assert "predicted" in lines[1]
+    ep8 = next(line for line in lines if " EP8 " in line)
+    assert "61.5" in ep8 and "~37.0" in ep8 and "~36.9" in ep8
+    pp8 = next(line for line in lines if " PP8 " in line)
+    assert "pruned" in pp8 and "~37.0" in pp8

@@ -34,7 +34,8 @@ from console.domain.perf import (
 
 REPO = Path(__file__).resolve().parents[1]
 DEV_JSON = REPO / "tests" / "perf" / "dev.json"
-MODELS = REPO / "tests" / "models"
+#: The configs: the dev set's own (tests/perf/models, kept out of fit's sweep over tests/models), then fit's.
+MODEL_DIRS = (REPO / "tests" / "perf" / "models", REPO / "tests" / "models")
 #: The story's rows carry no lengths: a chat turn of about a thousand tokens each way.
 STORY_LEN = 1000
 
@@ -72,7 +73,10 @@ def _precision(dtype: str) -> str | None:
 
 
 def _model(path: str, precision: str | None):
-    file = MODELS / Path(path).name
+    file = next(
+        (d / Path(path).name for d in MODEL_DIRS if (d / Path(path).name).exists()),
+        MODEL_DIRS[-1] / Path(path).name,
+    )
     config = json.loads(file.read_text())
     try:
         spec = load_model_spec(file)

@@ -39,7 +39,7 @@ def _model(name: str):
 
 
 KIMI = _model("moonshotai--Kimi-K2.6.json")
-LLAMA70 = _model("meta-llama--Llama-3.1-70B.json")
+LLAMA70 = _model("meta-llama--Llama-3.1-70B-Instruct.json")
 QWEN_MOE = _model("Qwen--Qwen3-30B-A3B.json")
 
 

@@ -28,6 +28,7 @@ COMMANDS = {
     "history": "console.commands.history",
     "demo": "console.commands.demo",
     "fit": "console.commands.fit",
+    "predict": "console.commands.predict",
     "triage": "console.commands.triage",
     "stop": "console.commands.stop",
     "restart": "console.commands.restart",

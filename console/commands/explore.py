@@ -14,7 +14,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "explore",
         help="switch to each layout, probe it, and leave the best one running",
-        description="For each layout: fit preflight (predicted oom/invalid: skipped unless --include-oom), "
+        description="Layouts go fastest-predicted first; one whose predicted optimistic bound cannot beat the "
+        "best measured so far is pruned (--all measures every one, in the order given). "
+        "For each layout: fit preflight (predicted oom/invalid: skipped unless --include-oom), "
         "switch and wait for READY (a failed start is rolled back and triaged), probe each concurrency, "
         "record. Then switch to the best by --pick, or back with --return. Ctrl-C leaves a ready layout "
         "running; --resume goes on. Refused under read-only. Exit 0 when a layout was measured, 1 when "
@@ -28,6 +30,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--include-oom", action="store_true", help="start layouts predicted oom or invalid too")
     parser.add_argument("--return", dest="return_to_start", action="store_true",
                         help="end on the layout that ran at the start, not the best")
+    parser.add_argument("--all", dest="measure_all", action="store_true",
+                        help="measure every layout in the order given: no ordering or pruning by prediction")
     parser.add_argument("--resume", action="store_true", help="go on with this service's unfinished explore")
     parser.add_argument("--timeout", type=float, default=900.0, metavar="S", help="seconds per switch (default 900)")
     parser.add_argument("--json", action="store_true", help="JSON lines: switch and probe events, then one result")
@@ -59,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
         probe = options_from_args(args)
         build_prompts(probe, 1)  # a bad dataset is a usage error before anything switches
         opts = ExploreOptions(tuple(names), probe, parse_pick(args.pick), args.include_oom, args.return_to_start,
-                              args.timeout)  # fmt: skip
+                              args.timeout, by_prediction=not args.measure_all)  # fmt: skip
     return asyncio.run(_explore(host_cfg, service, opts, args))
 
 
@@ -97,18 +101,30 @@ def _num(value) -> str:
     return "-" if value is None else f"{value:,.1f}"
 
 
+def _pred(prediction, key: str) -> str:
+    """A predicted figure, marked `~` (predicted, never measured)."""
+    if not prediction or prediction.get(key) is None:
+        return "-"
+    return f"~{prediction[key]:,.1f}"
+
+
 def final_lines(result) -> list[str]:
     from console.ops.explore import levels_of
 
-    levels = sorted({c for r in result.layouts for c in levels_of(r.probes)})
-    head = f"  {'':2}{'layout':<10}{'outcome':<10}{'c=1 tok/s/user':>16}" + "".join(f"{'agg c=' + str(c):>12}" for c in levels)
+    levels = sorted({c for r in result.layouts for c in levels_of(r.probes)}
+                    | {p["concurrency"] for r in result.layouts for p in r.predicted})
+    head = (f"  {'':2}{'layout':<10}{'outcome':<10}{'c=1 tok/s/user':>16}{'predicted':>11}"
+            + "".join(f"{'agg c=' + str(c):>12}{'predicted':>11}" for c in levels))
     lines = [f"Explore {result.host}/{result.service}" + (" (interrupted)" if result.interrupted else ""), head]
     for r in result.layouts:
         by = levels_of(r.probes)
+        pred = {p["concurrency"]: p for p in r.predicted}
         first = by[1].per_user_tokens_per_s if 1 in by else None
         mark = "* " if r.layout == result.best else "  "
         lines.append(f"  {mark}{r.layout:<10}{r.outcome:<10}{_num(first):>16}"
-                     + "".join(f"{_num(by[c].output_throughput if c in by else None):>12}" for c in levels))
+                     + f"{_pred(pred.get(1), 'per_request_tok_s'):>11}"
+                     + "".join(f"{_num(by[c].output_throughput if c in by else None):>12}"
+                               f"{_pred(pred.get(c), 'output_tok_s'):>11}" for c in levels))
     lines.append(result.best_said())
     lines.append(f"running now: {result.left_running or 'nothing'}; {result.elapsed_s:.1f} s")
     return lines

@@ -8,7 +8,7 @@ from typing import Any
 from console.ops.explore.probe_load import ProbeOptions
 from console.ops.explore.results_table import Pick
 
-MEASURED, SKIPPED, FAILED, TIMEOUT = "measured", "skipped", "failed", "timeout"
+MEASURED, SKIPPED, FAILED, TIMEOUT, PRUNED = "measured", "skipped", "failed", "timeout", "pruned"
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,11 +21,14 @@ class ExploreOptions:
     include_oom: bool = False
     return_to_start: bool = False
     switch_timeout_s: float = 900.0
+    by_prediction: bool = False
+    """Order the layouts by predicted speed and prune those whose optimistic bound cannot beat the best
+    measured so far (`explore` without `--all`); False measures every layout in the order given."""
 
     def to_json(self) -> dict[str, Any]:
         return {"layouts": list(self.layouts), "probe": self.probe.to_json(), "pick": str(self.pick),
                 "include_oom": self.include_oom, "return_to_start": self.return_to_start,
-                "switch_timeout_s": self.switch_timeout_s}  # fmt: skip
+                "switch_timeout_s": self.switch_timeout_s, "by_prediction": self.by_prediction}  # fmt: skip
 
     @classmethod
     def from_json(cls, doc: dict[str, Any]) -> ExploreOptions:
@@ -34,7 +37,8 @@ class ExploreOptions:
         return cls(layouts=tuple(doc["layouts"]), probe=ProbeOptions.from_json(doc["probe"]),
                    pick=parse_pick(doc.get("pick", "throughput")), include_oom=bool(doc.get("include_oom")),
                    return_to_start=bool(doc.get("return_to_start")),
-                   switch_timeout_s=float(doc.get("switch_timeout_s", 900.0)))  # fmt: skip
+                   switch_timeout_s=float(doc.get("switch_timeout_s", 900.0)),
+                   by_prediction=bool(doc.get("by_prediction")))  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,12 +56,14 @@ class LayoutReport:
     probe_s: float = 0.0
     elapsed_s: float = 0.0
     """Seconds for the whole layout, preflight to record."""
+    predicted: tuple[dict[str, Any], ...] = ()
+    """The performance model's prediction at each concurrency, made before the layout ran."""
 
     kind = "explore_layout"
 
     def to_json(self) -> dict[str, Any]:
         return {"layout": self.layout, "outcome": self.outcome, "fit": self.fit, "failure": self.failure,
-                "probes": list(self.probes), "switch_s": round(self.switch_s, 3),
+                "probes": list(self.probes), "predicted": list(self.predicted), "switch_s": round(self.switch_s, 3),
                 "probe_s": round(self.probe_s, 3), "elapsed_s": round(self.elapsed_s, 3)}  # fmt: skip
 
 

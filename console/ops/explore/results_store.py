@@ -4,8 +4,10 @@
   its figures (the `probe --json` line) and when.
 - `explores`: one row per explore: its parameters, the layout it started from, its state
   (running, done, interrupted) and the best layout it found.
-- `explore_layouts`: each layout's outcome within an explore (measured, skipped, failed, timeout),
-  with its fit and failure; `explore --resume` goes on after the last one recorded.
+- `explore_layouts`: each layout's outcome within an explore (measured, skipped, pruned, failed,
+  timeout), with its fit and failure; `explore --resume` goes on after the last one recorded.
+- `perf_receipts`: each measured (layout, concurrency) beside what the performance model predicted for
+  it just before (docs/predict.md): the prediction, the measurement, the error, the host's fingerprint.
 """
 
 from __future__ import annotations
@@ -69,6 +71,20 @@ CREATE TABLE IF NOT EXISTS explore_layouts (
     finished_at REAL NOT NULL,
     PRIMARY KEY (explore_id, position)
 );
+CREATE TABLE IF NOT EXISTS perf_receipts (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    taken_at REAL NOT NULL,
+    host TEXT NOT NULL,
+    service TEXT NOT NULL,
+    layout TEXT NOT NULL,
+    concurrency INTEGER,
+    predicted_json TEXT NOT NULL,
+    measured_json TEXT NOT NULL,
+    tpot_error REAL,
+    output_tok_s_error REAL,
+    fingerprint_json TEXT NOT NULL,
+    explore_id INTEGER
+);
 """
 
 
@@ -89,6 +105,32 @@ class StoredProbe:
     result: dict[str, Any]
     """The `probe --json` line."""
     explore_id: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class PerfReceipt:
+    """A measured (layout, concurrency) beside its prediction; errors are predicted / measured - 1."""
+
+    taken_at: float
+    host: str
+    service: str
+    layout: str
+    concurrency: int | None
+    predicted: dict[str, Any]
+    """The SpeedPrediction's JSON, made before the layout was measured."""
+    measured: dict[str, Any]
+    """`tpot_ms`, `output_tok_s`, `per_request_tok_s`, `ttft_ms` as the probe measured them."""
+    tpot_error: float | None
+    output_tok_s_error: float | None
+    fingerprint: dict[str, Any]
+    explore_id: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"taken_at": round(self.taken_at, 3), "host": self.host, "service": self.service,
+                "layout": self.layout, "concurrency": self.concurrency, "predicted": self.predicted,
+                "measured": self.measured, "tpot_error": self.tpot_error,
+                "output_tok_s_error": self.output_tok_s_error, "fingerprint": self.fingerprint,
+                "explore_id": self.explore_id}  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,6 +246,35 @@ class ResultsStore(StateDb):
                                    self._object("probe_results", key, "params_json", r["params_json"]),
                                    self._object("probe_results", key, "result_json", r["result_json"]),
                                    r["explore_id"]))  # fmt: skip
+        return out
+
+    # -- receipts of the performance model --------------------------------------------------------
+    def add_receipt(self, receipt: PerfReceipt) -> int:
+        cur = self._write(
+            "INSERT INTO perf_receipts (taken_at, host, service, layout, concurrency, predicted_json,"
+            " measured_json, tpot_error, output_tok_s_error, fingerprint_json, explore_id)"
+            " VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+            (receipt.taken_at, receipt.host, receipt.service, receipt.layout, receipt.concurrency,
+             json.dumps(receipt.predicted), json.dumps(receipt.measured), receipt.tpot_error,
+             receipt.output_tok_s_error, json.dumps(receipt.fingerprint), receipt.explore_id),
+        )  # fmt: skip
+        return int(cur.lastrowid or 0)
+
+    def receipts(self, *, host: str, service: str) -> list[PerfReceipt]:
+        """The service's receipts, oldest first."""
+        cur = self._execute("SELECT * FROM perf_receipts WHERE host=? AND service=? ORDER BY id", (host, service))
+        names = [d[0] for d in cur.description]
+        out = []
+        for row in cur.fetchall():
+            r = dict(zip(names, row, strict=True))
+            key = f"id={r['id']}"
+            self._checked("perf_receipts", key, r, ("taken_at",), ("host", "service", "layout"))
+            out.append(PerfReceipt(
+                r["taken_at"], r["host"], r["service"], r["layout"], r["concurrency"],
+                self._object("perf_receipts", key, "predicted_json", r["predicted_json"]),
+                self._object("perf_receipts", key, "measured_json", r["measured_json"]),
+                r["tpot_error"], r["output_tok_s_error"],
+                self._object("perf_receipts", key, "fingerprint_json", r["fingerprint_json"]), r["explore_id"]))  # fmt: skip
         return out
 
     # -- explores ---------------------------------------------------------------------------------

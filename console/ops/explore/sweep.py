@@ -8,6 +8,10 @@ the record. At the end a healthy layout runs: the best by the pick rule if it is
 `--return`, or when no layout meets the rule, the layout that ran at the start), else the start layout,
 else the last good one.
 
+With `by_prediction` (explore without `--all`) the layouts go fastest-predicted first and a layout whose
+optimistic bound cannot beat the best measured so far is pruned (forecast.py); every measured level keeps
+a receipt of prediction against measurement.
+
 Progress is in the results store beside the audit log, so `resume` goes on after the last layout
 recorded. A cancel (Ctrl-C, SIGTERM, SIGHUP) stops the probe and leaves a ready layout running: the one
 it was on if it is ready, else the last good one. Two explores of one service exclude each other through
@@ -18,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -25,10 +30,12 @@ from typing import TYPE_CHECKING, Any
 from console.config import ServiceConfig
 from console.errors import ConsoleError, UsageError
 from console.hosts.base import Host, LockBusy
+from console.ops.explore.forecast import Forecaster
 from console.ops.explore.probe import LevelProgress, probe_service
 from console.ops.explore.report import (
     FAILED,
     MEASURED,
+    PRUNED,
     SKIPPED,
     TIMEOUT,
     ExploreOptions,
@@ -37,8 +44,9 @@ from console.ops.explore.report import (
     LayoutReport,
 )
 from console.ops.explore.results_store import DONE, INTERRUPTED, RUNNING, LayoutOutcome, ResultsStore
-from console.ops.explore.results_table import best_layout, levels_of
+from console.ops.explore.results_table import best_layout, levels_of, score
 from console.ops.fit_check import fit_layout, host_capacity
+from console.ops.speed_check import host_speed_context
 from console.ops.status import running_layout, unit_states
 from console.ops.switch import READY, UNCHANGED, StepEvent, explore_lock_name, resolve, switch_layout
 
@@ -206,6 +214,33 @@ class Explore:
             raise ExploreRefused(f"another explore or a switch or a probe of {self.service.name} runs on "
                                  f"{self.host.name} ({exc})") from None
 
+    async def _forecaster(self, opts: ExploreOptions) -> Forecaster | None:
+        """Predictions for this explore, or None where the model or the GPU is unknown (all are measured)."""
+        try:
+            ctx = await host_speed_context(self.host, self.service)
+        except UsageError:
+            return None
+        return None if ctx is None else Forecaster(ctx, self.service, self.host.name, self.store, opts)
+
+    async def _layout_by_forecast(self, name: str, opts: ExploreOptions, capacity, explore_id: int,
+                                  forecaster: Forecaster | None, reports: dict[int, LayoutReport]) -> LayoutReport:
+        """One layout, predicted first: pruned when its bound cannot beat the best measured, else run."""
+        forecast = forecaster.forecast(name) if forecaster is not None else None
+        predicted = forecast.to_json() if forecast is not None else ()
+        lc = self.service.layout(name)
+        fit = fit_layout(self.service, lc, capacity) if lc is not None else None
+        fit_refuses = fit is not None and fit.verdict in ("oom", "invalid") and not opts.include_oom
+        if opts.by_prediction and forecaster is not None and not fit_refuses:  # fit's skip comes first
+            scores = [score(levels_of(r.probes), opts.pick) for r in reports.values() if r.outcome == MEASURED]
+            best = max((v for v in scores if v is not None), default=None)
+            why = forecaster.pruned_by(forecast, best, opts.pick)
+            if why is not None:
+                return LayoutReport(name, PRUNED, None, {"summary": why}, predicted=predicted)
+        report = dataclasses.replace(await self.one_layout(name, opts, capacity, explore_id), predicted=predicted)
+        if report.outcome == MEASURED and forecast is not None and forecaster is not None:
+            forecaster.receipts(forecast, report.probes, explore_id)
+        return report
+
     async def _run_locked(self, opts: ExploreOptions | None, resume: bool, t0: float) -> ExploreResult:
         host, svc = self.host.name, self.service.name
         running = await self._running()
@@ -217,12 +252,16 @@ class Explore:
                 raise ExploreRefused(f"{host}/{svc}: no unfinished explore to resume")
             opts = self.store.explore_params(record, ExploreOptions.from_json)  # damaged: one line naming the row
             explore_id, start_layout = record.id, record.start_layout
+            forecaster = await self._forecaster(opts)
             done = self.store.outcomes(explore_id)
             self.store.set_explore_state(explore_id, RUNNING)
         else:
             if opts is None:
                 raise UsageError("explore: no layouts given")
             start_layout = running  # what runs, whatever its health now: `--return` ends on it
+            forecaster = await self._forecaster(opts)
+            if opts.by_prediction and forecaster is not None:
+                opts = dataclasses.replace(opts, layouts=forecaster.order(opts.layouts))
             explore_id = self.store.begin_explore(host, svc, opts.to_json(), start_layout)
         for name in opts.layouts:
             resolve(self.host, self.service, name)  # an unknown name is a usage error before anything runs
@@ -236,7 +275,7 @@ class Explore:
             for pos, name in enumerate(opts.layouts):
                 if pos in reports:
                     continue
-                report = await self.one_layout(name, opts, capacity, explore_id)
+                report = await self._layout_by_forecast(name, opts, capacity, explore_id, forecaster, reports)
                 reports[pos] = report
                 self.store.record_outcome(explore_id, pos, LayoutOutcome(
                     name, report.outcome, report.fit, report.failure, time.time()))  # fmt: skip

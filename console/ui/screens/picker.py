@@ -1,4 +1,6 @@
-"""The layout picker: every layout of the service with GPUs used, the predicted fit and the last measured tok/s."""
+"""The layout picker: every layout of the service with GPUs used, the predicted fit, the predicted tok/s
+(`~`: per user at c=1 and aggregate at c=64, calibrated on the host's stored probes) and the last
+measured tok/s."""
 
 from __future__ import annotations
 
@@ -14,12 +16,15 @@ from textual.widgets import DataTable, Static
 from console.config import ServiceConfig
 from console.domain.text import shown
 from console.hosts.base import Host
+from console.ops.speed_check import HIGH_CONCURRENCY
 from console.ops.views import ServiceView
 from console.ui.keys import bindings, changing_actions
 from console.ui.reach import ReachesConsole
 from console.ui.worker_errors import NotifiesWorkerErrors
 
 CHANGING = changing_actions("picker")
+PREDICTED_HEADER = f"~c1 c{HIGH_CONCURRENCY}"
+PREDICTED_WIDTH = 10
 
 
 def fit_cells(fit: Any) -> tuple[str, str, str, str]:
@@ -51,12 +56,15 @@ class LayoutPicker(ReachesConsole, NotifiesWorkerErrors, ModalScreen[tuple[str, 
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
-        for column in ("", "layout", "GPUs", "weights/GPU", "headroom", "fit", "measured", "unit"):
+        for column in ("", "layout", "GPUs", "weights/GPU", "headroom", "fit", "predicted", "measured", "unit"):
+            if column == "predicted":  # a fixed width: it fills after the fit, with nothing to re-measure
+                table.add_column(PREDICTED_HEADER, key=column, width=PREDICTED_WIDTH)
+                continue
             table.add_column(column, key=column or "mark")
         running = self.view.layout if self.view else None
         for lc in self.service.layouts:
-            table.add_row(self._mark(lc.name, running), lc.name, "…", "…", "…", "…", "-", self.service.unit_for(lc),
-                          key=lc.name)
+            table.add_row(self._mark(lc.name, running), lc.name, "…", "…", "…", "…", "…", "-",
+                          self.service.unit_for(lc), key=lc.name)  # fmt: skip
         if running and self.service.layout(running):
             table.move_cursor(row=[lc.name for lc in self.service.layouts].index(self.service.layout(running).name))
         table.focus()
@@ -89,7 +97,6 @@ class LayoutPicker(ReachesConsole, NotifiesWorkerErrors, ModalScreen[tuple[str, 
             return
         table = self.query_one(DataTable)
         for lc, fit in pairs:
-            self.fits[lc.name] = fit
             gpus, weights, headroom, verdict = fit_cells(fit)
             # The columns were sized for the "…" placeholders: widen them to the figures (no "+2.48 Gi").
             table.update_cell(lc.name, "GPUs", gpus, update_width=True)
@@ -102,7 +109,57 @@ class LayoutPicker(ReachesConsole, NotifiesWorkerErrors, ModalScreen[tuple[str, 
             table.update_cell(name, "measured", said, update_width=True)
         readonly = self.console.readonly
         note.update(("read-only: view only.  " if readonly else "Enter: switch (asks first).  ")
-                    + "Esc: close.  ▶ running  ✗ failed  ✓ last ready.  An OOM needs an explicit force.")
+                    + "Esc: close.  ▶ running  ✗ failed  ✓ last ready.  ~ predicted.  An OOM needs an explicit force.")
+        self.load_speeds({lc.name: fit for lc, fit in pairs})
+
+    @work(exclusive=True, group="picker-speed", exit_on_error=False)
+    async def load_speeds(self, fits: dict[str, Any]) -> None:
+        """The predicted column, then `fits`: whoever waits on `fits` finds the whole table filled."""
+        import asyncio
+
+        try:
+            said = await self.predicted(fits)
+        except Exception as exc:  # an unknown GPU or model: the column says so, the picker stays usable
+            said = {lc.name: "-" for lc in self.service.layouts}
+            self.query_one("#picker-note", Static).update(Text(shown(f"speed unknown: {exc}")))
+        table = self.query_one(DataTable)
+        for name, text in said.items():
+            table.update_cell(name, "predicted", text)
+        await asyncio.sleep(0)
+        self.fits.update(fits)
+
+    async def predicted(self, fits: dict[str, Any]) -> dict[str, str]:
+        """`~37.0 ~623` per layout (per user at c=1, aggregate at c=64); `-` where fit refuses it (never
+        ranked) or the host's GPU or model is unknown. The model runs in a thread, over its own store."""
+        import asyncio
+
+        from console.ops.explore import ResultsStore
+        from console.ops.speed_check import history_calibration, host_speed_context, predict_layout
+
+        ctx = await host_speed_context(self.host, self.service)
+        if ctx is None:
+            return {lc.name: "-" for lc in self.service.layouts}
+        audit = self.console.audit
+
+        def compute() -> dict[str, str]:
+            store = ResultsStore.beside(audit) if audit is not None else None
+            try:
+                calibration = history_calibration(ctx, self.service, self.host.name, store)
+            finally:
+                if store is not None:
+                    store.close()
+            out = {}
+            for lc in self.service.layouts:
+                fit = fits.get(lc.name)
+                if fit is not None and not fit.starts:
+                    out[lc.name] = "-"
+                    continue
+                one = predict_layout(ctx, lc, 1, calibration)
+                high = predict_layout(ctx, lc, HIGH_CONCURRENCY, calibration)
+                out[lc.name] = f"~{one.per_request_tok_s:.1f} ~{high.output_tok_s:.0f}"
+            return out
+
+        return await asyncio.to_thread(compute)
 
     def measured(self) -> dict[str, str]:
         """Each layout's last measured tok/s (per user at c=1, aggregate at the top level), from the

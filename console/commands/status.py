@@ -30,11 +30,14 @@ def run(args: argparse.Namespace) -> int:
 async def _status(host_cfgs, as_json: bool) -> int:
     from console.domain.text import shown
     from console.factory import open_host
+    from console.hosts.state_dir import state_dir
     from console.ops.audit import open_audit
-    from console.ops.engine_status import engine_figures, figures_line, metrics_json
+    from console.ops.engine_status import engine_readings, figures_line, metrics_json
+    from console.ops.serving import MemoryFile, serving_line, status_verdict
     from console.ops.status import service_status
 
     audit = open_audit()
+    memories = MemoryFile(state_dir())
     failed = False
     try:
         for host_cfg in host_cfgs:
@@ -45,16 +48,20 @@ async def _status(host_cfgs, as_json: bool) -> int:
                             for service in host_cfg.services]
                 # the engines' own numbers: two /metrics readings a second apart, every running one at once
                 engines = await asyncio.gather(*(
-                    engine_figures(host, service, running=st.active_unit is not None)
+                    engine_readings(host, service, running=st.active_unit is not None)
                     for service, st in zip(host_cfg.services, statuses, strict=True)))
+                # the progress verdict, against the last one this state dir kept (docs/stalls.md)
+                verdicts = [await status_verdict(host, service, st, scrapes, memories)
+                            for service, st, (_, _, scrapes) in zip(host_cfg.services, statuses, engines, strict=True)]
                 await _print_nodes(host, host_cfg, as_json)
-                for st, (figures, why) in zip(statuses, engines, strict=True):
+                for st, (figures, why, _), verdict in zip(statuses, engines, verdicts, strict=True):
                     failed = failed or st.error is not None
                     if as_json:
-                        print_json({**st.to_json(), **metrics_json(figures, why)})
+                        print_json({**st.to_json(), **metrics_json(figures, why), "serving": verdict.to_json()})
                     else:
                         _print_human(st)
                         print(f"  {shown(figures_line(figures, why))}")
+                        print(f"  {shown(serving_line(verdict))}")
             except BrokenPipeError:  # our own stdout closed (`status | head`): no host is at fault
                 raise
             except Exception as exc:  # one host down never hides the others
@@ -66,6 +73,7 @@ async def _status(host_cfgs, as_json: bool) -> int:
             finally:
                 await host.close()
     finally:
+        memories.save()
         audit.close()
     return 1 if failed else 0
 

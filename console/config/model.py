@@ -88,6 +88,14 @@ class ServiceConfig:
     """"direct": probe the URL from the console; "ssh": through a port forward on the host's connection."""
     sudo: bool = False
     """Run systemctl actions through `sudo -n`."""
+    stall_after_s: float = 20.0
+    """Work pending and no progress this long is a stall (docs/stalls.md)."""
+    canary: bool = True
+    """Send a one-token canary to a ready service with nothing pending (the open console, the watch daemon)."""
+    canary_every_s: float = 60.0
+    """Seconds of nothing pending before a canary is sent."""
+    canary_timeout_s: float = 20.0
+    """No first token from the canary within this long: stalled."""
     line: int | None = None
     cluster: ClusterConfig | None = None
     """The hosts it spans, when it runs over several (None: this host alone)."""

@@ -183,4 +183,4 @@ async def status_verdict(host: Host, service: ServiceConfig, st: ServiceStatus, 
 
 
 def service_stall_after(service: ServiceConfig) -> float:
-    return float(getattr(service, "stall_after_s", None) or STALL_AFTER_S)
+    return service.stall_after_s or STALL_AFTER_S

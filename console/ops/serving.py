@@ -7,12 +7,14 @@ The open console and the watch daemon keep the memory in hand (`ServingWatch`).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
 import json
 import os
 import tempfile
-from collections.abc import Sequence
+from collections import deque
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -40,6 +42,10 @@ if TYPE_CHECKING:
 #: The journal lines read for batch and stats lines on each verdict.
 JOURNAL_LINES = 200
 MEMORY_FILE = "progress.json"
+#: vLLM's stats line covers this many seconds before it (VLLM_LOG_STATS_INTERVAL, 10 s).
+VLLM_STATS_INTERVAL_S = 10.0
+#: Batch and stats lines a followed journal keeps for the verdict.
+BATCH_LINES_KEPT = 32
 
 
 def engine_key(st: ServiceStatus) -> str | None:
@@ -48,7 +54,10 @@ def engine_key(st: ServiceStatus) -> str | None:
 
 
 def log_progress(entries: Sequence[JournalEntry]) -> tuple[float | None, int | None, int | None]:
-    """(time of the newest line that proves a step, running and waiting from the newest progress line)."""
+    """(time of the newest line that proves a step, running and waiting from the newest progress line).
+
+    A batch line is written as its step runs; vLLM's stats line averages the interval before it, so a
+    throughput above 0 proves a step only at its start (VLLM_STATS_INTERVAL_S before the line)."""
     moved_at, running, waiting = None, None, None
     for entry in entries:
         line = parse_batch_line(entry.message)
@@ -56,7 +65,8 @@ def log_progress(entries: Sequence[JournalEntry]) -> tuple[float | None, int | N
             continue
         running, waiting = line.running, line.waiting
         if line.moved:
-            moved_at = entry.ts if moved_at is None else max(moved_at, entry.ts)
+            at = entry.ts - VLLM_STATS_INTERVAL_S if line.kind == "stats" else entry.ts
+            moved_at = at if moved_at is None else max(moved_at, at)
     return moved_at, running, waiting
 
 
@@ -184,3 +194,81 @@ async def status_verdict(host: Host, service: ServiceConfig, st: ServiceStatus, 
 
 def service_stall_after(service: ServiceConfig) -> float:
     return service.stall_after_s or STALL_AFTER_S
+
+
+def name_ranks(verdict: ServingVerdict, snapshot: GpuSnapshot | None) -> ServingVerdict:
+    """A stalled verdict with the ranks that differ named from a GPU snapshot (others as they are)."""
+    if verdict.state != STALLED or snapshot is None:
+        return verdict
+    names, words = rank_words(service_gpus(snapshot))
+    return _with_ranks(verdict, names, words)
+
+
+class ServingWatch:
+    """One service's progress over time, in memory (the open console, the watch daemon), with its canary.
+
+    The canary goes to a ready service that has had nothing pending for `canary_every_s`: one streamed
+    one-token request (hosts/endpoints/canary.py); no first token within `canary_timeout_s` is a stall.
+    While it is in flight it counts as our own request pending. `canary = false` turns it off.
+    """
+
+    def __init__(self, service: ServiceConfig, *, clock: Callable[[], float] | None = None) -> None:
+        import time
+
+        self.service = service
+        self.clock = clock or time.time
+        self.memory: ProgressMemory | None = None
+        self.verdict: ServingVerdict | None = None
+        self.entries: deque[JournalEntry] = deque(maxlen=BATCH_LINES_KEPT)
+        self.idle_since: float | None = None
+        self.ours = 0
+        self.canary_task: asyncio.Task[None] | None = None
+        self.canary_timed_out_s: float | None = None
+        self.canaries_sent = 0
+
+    def journal_entry(self, entry: JournalEntry) -> None:
+        """A journal entry of the service's running unit, as it is followed: batch and stats lines kept."""
+        if parse_batch_line(entry.message) is not None:
+            self.entries.append(entry)
+
+    def observe(self, st: ServiceStatus, scrapes: Sequence[EngineScrape], probe: object = None) -> ServingVerdict:
+        """Judge this reading; start a canary when one is due."""
+        timed_out, self.canary_timed_out_s = self.canary_timed_out_s, None
+        if self.memory is not None and self.memory.engine_key != engine_key(st):
+            self.entries.clear()
+        verdict = verdict_for(st, scrapes, self.memory, entries=list(self.entries), ours=self.ours,
+                              canary_timed_out_s=timed_out, stall_after_s=service_stall_after(self.service))
+        self.memory, self.verdict = verdict.memory, verdict
+        self._canary(st, verdict, probe)
+        return verdict
+
+    def _canary(self, st: ServiceStatus, verdict: ServingVerdict, probe: object) -> None:
+        from console.domain.progress import IDLE
+        from console.hosts.endpoints import HttpHealthProbe
+
+        now = self.clock()
+        if verdict.state != IDLE or not self.service.canary or not isinstance(probe, HttpHealthProbe):
+            self.idle_since = None
+            return
+        self.idle_since = self.idle_since or now
+        busy = self.canary_task is not None and not self.canary_task.done()
+        if busy or now - self.idle_since < self.service.canary_every_s:
+            return
+        self.canary_task = asyncio.create_task(self._send(probe), name=f"canary-{self.service.name}")
+
+    async def _send(self, probe: object) -> None:
+        from console.hosts.endpoints import send_canary
+
+        self.ours += 1
+        self.canaries_sent += 1
+        try:
+            result = await send_canary(probe, self.service.canary_timeout_s)  # type: ignore[arg-type]
+        finally:
+            self.ours -= 1
+            self.idle_since = None  # the next one is due canary_every_s after this one
+        if result.timed_out:
+            self.canary_timed_out_s = self.service.canary_timeout_s
+
+    def close(self) -> None:
+        if self.canary_task is not None:
+            self.canary_task.cancel()

@@ -139,6 +139,12 @@ class StartupBase:
             self.power[gpu] = SPIN_POWER_W + self.rng.random() * 4 if spin else IDLE_POWER_W + gpu * 0.37
         self.sync_ledger()
 
+    def stall_ended(self) -> None:
+        """Steps run again: the cards follow the load again."""
+        self.util_frozen = False
+        self.power.clear()
+        self.ledger.power_w.clear()
+
     def on_load(self, running: int) -> None:
         """nvidia-smi shows the cards busy while requests run and idle otherwise (frozen once stalled)."""
         if self.util_frozen:

@@ -13,6 +13,7 @@ client request after READY):
   (`SERVE_CONSOLE_SIM_PREFILL_CHUNKS` chunks of `SERVE_CONSOLE_SIM_PREFILL_CHUNK_S` seconds), the KV
   usage rising and SGLang logging a `Prefill batch` line per chunk, and no token counter moving until
   its first token.
+`SERVE_CONSOLE_SIM_STALL_FOR_S` ends a stall after that many seconds (as `kill -CONT` would).
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ import os
 import time
 
 STALL_AFTER_ENV = "SERVE_CONSOLE_SIM_STALL_AFTER_S"
+#: How long a stall lasts before steps run again (as after `kill -CONT`); unset: for ever.
+STALL_FOR_ENV = "SERVE_CONSOLE_SIM_STALL_FOR_S"
 PREFILL_CHUNK_S_ENV = "SERVE_CONSOLE_SIM_PREFILL_CHUNK_S"
 PREFILL_CHUNKS_ENV = "SERVE_CONSOLE_SIM_PREFILL_CHUNKS"
 FAIL_STALL, FAIL_SPIN, FAIL_DIVERGED, FAIL_LONG_PREFILL = "stall", "spin", "diverged", "long_prefill"
@@ -50,6 +53,9 @@ class Stall:
         self.engaged_at: float | None = None
         """When the first step blocked (monotonic): the last token came just before."""
         self.on_engage: list = []
+        self.on_end: list = []
+        self.for_s = _env_float(STALL_FOR_ENV, 0.0) or None
+        self.ended = False
         self._never = asyncio.Event()
         self.chunk_s = _env_float(PREFILL_CHUNK_S_ENV, 6.0)
         self.chunks = max(1, int(_env_float(PREFILL_CHUNKS_ENV, 8)))
@@ -68,18 +74,27 @@ class Stall:
         return self.engaged_at is not None
 
     def due(self) -> bool:
-        return (self.blocks and self.armed_at is not None
+        return (self.blocks and not self.ended and self.armed_at is not None
                 and time.monotonic() >= self.armed_at + self.after_s)  # fmt: skip
 
     async def gate(self) -> None:
         """Awaited before each step: returns at once, or never once the stall has begun."""
-        if not (self.engaged or self.due()):
+        if self.ended or not (self.engaged or self.due()):
             return
         if self.engaged_at is None:
             self.engaged_at = time.monotonic()
             for callback in self.on_engage:
                 callback()
+            if self.for_s is not None:
+                asyncio.get_running_loop().call_later(self.for_s, self._end)
         await self._never.wait()
+
+    def _end(self) -> None:
+        """Steps run again: every waiting step goes on."""
+        self.ended = True
+        self._never.set()
+        for callback in self.on_end:
+            callback()
 
     def long_prefill(self) -> bool:
         return self.kind == FAIL_LONG_PREFILL and self.armed_at is not None

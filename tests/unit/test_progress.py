@@ -194,3 +194,14 @@ def test_all_ranks_spinning_look_alike():
 
 def test_no_gpu_reading_says_so():
     assert rank_words([GpuReading(0, None)]) == ((), "no GPU reading of the service's ranks")
+
+
+def test_a_stall_ends_only_when_tokens_move():
+    # the canary named it (running gauge at 0); the next reading has nothing pending: still stalled
+    verdicts = _run([_vllm(IDLE_TEXT, 0.0), _vllm(IDLE_TEXT, 80.0, canary_timed_out_s=20.0), _vllm(IDLE_TEXT, 90.0)])
+    assert [v.state for v in verdicts] == [IDLE, STALLED, STALLED]
+    moved = IDLE_TEXT.replace('generation_tokens_total{engine="0",model_name="tiny-moe"} 40.0',
+                              'generation_tokens_total{engine="0",model_name="tiny-moe"} 41.0')
+    assert moved != IDLE_TEXT
+    after = judge(verdicts[-1].memory, _vllm(moved, 95.0), engine_key=KEY)
+    assert after.state == SERVING

@@ -16,6 +16,7 @@ KV_CACHE_HIGH = "ServeKvCacheHigh"
 REQUESTS_WAITING = "ServeRequestsWaiting"
 GPU_XID = "ServeGpuXid"
 RANK_DEAD = "ServeRankDead"
+STALLED = "ServeStalled"
 
 #: Every alert the daemon raises, with its default severity (Alertmanager routes on the `severity` label).
 DEFAULT_SEVERITIES: tuple[tuple[str, str], ...] = (
@@ -28,6 +29,7 @@ DEFAULT_SEVERITIES: tuple[tuple[str, str], ...] = (
     (REQUESTS_WAITING, "warning"),
     (GPU_XID, "critical"),
     (RANK_DEAD, "critical"),
+    (STALLED, "critical"),
 )
 ALERT_NAMES = tuple(name for name, _ in DEFAULT_SEVERITIES)
 

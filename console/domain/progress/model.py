@@ -193,6 +193,11 @@ def judge(
                                    else "the engine's batch lines")  # fmt: skip
         return _verdict(memory, reading, engine_key, SERVING, now, last, pending_since, pending,
                         f"progress: {how}", signals)
+    if memory is not None and memory.state == STALLED:
+        # a stall ends when tokens move, not when the gauges or our own requests stop saying so
+        reason = f"no progress since the stall began ({pending.words()}; {', '.join(signals) or 'no series'} frozen)"
+        return _verdict(memory, reading, engine_key, STALLED, memory.since, last, pending_since, pending, reason,
+                        signals)
     if not work:
         return _verdict(memory, reading, engine_key, IDLE, now, last, None, pending,
                         "nothing pending, nothing moving", signals)

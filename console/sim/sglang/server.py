@@ -115,6 +115,7 @@ class SglangServer(SimServer):
         self.log.log("The server is fired up and ready to roll!")
         if (stall := stall_from(self.args.fail)) is not None:
             stall.on_engage.append(lambda: startup.show_stall(stall.kind))
+            stall.on_end.append(startup.stall_ended)
             generator.stall = http.stall = stall
             stall.arm()
         # Serve until stopped, or until a batch waits on a lost node past the first of the timeouts.

@@ -137,6 +137,7 @@ class SimVllm(SimServer):
             await self.engine_dies(startup, http)
         if (stall := stall_from(args.fail)) is not None:
             stall.on_engage.append(lambda: startup.show_stall(stall.kind))
+            stall.on_end.append(startup.stall_ended)
             generator.stall = stall
             stall.arm()
         stats = asyncio.create_task(self.log_stats(metrics, report.max_total_num_tokens))

@@ -117,8 +117,8 @@ class Generator:
     async def generate(self, prompt_tokens: int, max_tokens: int) -> AsyncIterator[str]:
         """Yield `max_tokens` token texts, the first after the prefill, then one per decode step."""
         stall = self.stall
-        if stall is not None and stall.engaged:
-            await stall.gate()  # once stalled, a new request is never taken in: no gauge moves
+        if stall is not None and (stall.engaged or stall.blocks_intake()):
+            await stall.gate()  # a blocked scheduler never takes a request in: no gauge moves
         start = time.monotonic()
         chunked = stall is not None and stall.long_prefill()
         if self.batch_log is not None and not chunked:

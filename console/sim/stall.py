@@ -96,6 +96,10 @@ class Stall:
         for callback in self.on_end:
             callback()
 
+    def blocks_intake(self) -> bool:
+        """A blocked scheduler takes no new request in (the collectives' stalls hold the batch they run)."""
+        return self.kind == FAIL_STALL and self.due()
+
     def long_prefill(self) -> bool:
         return self.kind == FAIL_LONG_PREFILL and self.armed_at is not None
 

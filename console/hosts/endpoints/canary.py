@@ -2,7 +2,8 @@
 
 It asks `/v1/models` for the served name, then posts `{"model": NAME, "prompt": "ping", "max_tokens": 1,
 "stream": true, "temperature": 0}` to `/v1/completions` with the User-Agent `serve-console/VERSION
-(canary)`, and waits for the first streamed chunk that carries a choice (docs/safety.md). Only its
+(canary)`, and waits for the first streamed chunk that carries the token: text or its finish
+(docs/safety.md). Only its
 arrival is timed; the rest of the stream is not read. Sent through the same route as the health probe.
 """
 
@@ -33,6 +34,19 @@ class CanaryResult:
     error: str | None = None
 
 
+def _is_token(line: bytes) -> bool:
+    """A chunk that carries the token: text, or the finish (vLLM may open with an empty-text chunk, and
+    holds back a partial UTF-8 token, whose chunk then has empty text and, at max_tokens 1, the finish)."""
+    if not line.startswith(b"data:") or b'"choices"' not in line:
+        return False
+    try:
+        doc = json.loads(line[5:])
+        choice = doc["choices"][0]
+    except (ValueError, KeyError, IndexError, TypeError):
+        return False
+    return isinstance(choice, dict) and bool(choice.get("text") or choice.get("finish_reason"))
+
+
 async def send_canary(probe: HttpHealthProbe, timeout_s: float) -> CanaryResult:
     """Send one canary and wait at most `timeout_s` for its first token."""
     sent_at = time.time()
@@ -53,7 +67,7 @@ async def send_canary(probe: HttpHealthProbe, timeout_s: float) -> CanaryResult:
                     if resp.status != 200:
                         return CanaryResult(sent_at, None, error=f"HTTP {resp.status}")
                     async for line in resp.content:
-                        if line.startswith(b"data:") and b'"choices"' in line:
+                        if _is_token(line):
                             return CanaryResult(sent_at, time.monotonic() - started)
                     return CanaryResult(sent_at, None, error="the stream ended without a token")
     except TimeoutError:

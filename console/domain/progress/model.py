@@ -195,7 +195,9 @@ def judge(
                         f"progress: {how}", signals)
     if memory is not None and memory.state == STALLED:
         # a stall ends when tokens move, not when the gauges or our own requests stop saying so
-        reason = f"no progress since the stall began ({pending.words()}; {', '.join(signals) or 'no series'} frozen)"
+        quiet_s = now - memory.since
+        held = f"with work pending ({pending.words()}; " if work else "(a stall ends when tokens move; "
+        reason = f"no progress for {quiet_s:.0f} s {held}{', '.join(signals) or 'the batch lines'} frozen)"
         return _verdict(memory, reading, engine_key, STALLED, memory.since, last, pending_since, pending, reason,
                         signals)
     if not work:

@@ -222,6 +222,8 @@ class ServicePane(NotifiesWorkerErrors, Widget):
             out.append(f"{view.group.upper()} ", style=s("service--bad" if view.group == "dead" else "service--warn"))
             out.append(shown(view.nodes[0] if view.nodes else ""), style=s("service--bad"))
             out.append("\n")
+        if view.serving is not None and view.serving.state == "stalled":
+            self._stalled_rows(view.serving, label, out, s)
         label("phase")  # its own row: a health reading with its age leaves no room beside it
         # another program answering a service that does not run is FAILED, whatever the journal said last
         phase = Phase.FAILED if view.phase == Phase.FAILED else self.phase_override or view.phase
@@ -232,6 +234,27 @@ class ServicePane(NotifiesWorkerErrors, Widget):
                      else "service--dim" if phase == Phase.STOPPED else "service--warn")
             out.append(phase.value.replace("_", " ").upper(), style=s(level))
         return out
+
+    def _stalled_rows(self, verdict, label, out, s) -> None:
+        """STALLED since when, why, and which ranks (docs/stalls.md); the reason and ranks are our words
+        over host figures, shown inert."""
+        import time as _time
+
+        label("serving")
+        since = _time.strftime("%H:%M:%S", _time.localtime(verdict.since))
+        out.append("STALLED ", style=s("service--bad"))
+        out.append(f"since {since} ({age_text(self.clock() - verdict.since)})", style=s("service--bad"))
+        out.append("\n")
+        label("pending")
+        out.append(verdict.pending.words(), style=s("service--warn"))
+        out.append("\n")
+        label("")
+        out.append(shown(verdict.reason))
+        out.append("\n")
+        if verdict.ranks_words:
+            label("ranks")
+            out.append(shown(verdict.ranks_words), style=s("service--warn"))
+            out.append("\n")
 
     def recovery_keys(self) -> str:
         """The keys that bring a failed service back, as the operator has them mapped."""

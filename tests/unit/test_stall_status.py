@@ -84,7 +84,7 @@ async def test_all_ranks_spinning_is_stalled_while_health_answers_200(sim_hosts,
     assert doc["pending"]["running"] == 1 and doc["evidence"] is None
     assert "vllm:generation_tokens_total" in doc["reason"]
     assert doc["ranks"] == [] and "all ranks look alike" in (verdict.ranks_words or "")
-    assert serving_line(verdict).startswith("serving: STALLED: no progress for ")
+    assert serving_line(verdict).startswith("serving: STALLED, no progress for ")
 
 
 async def test_one_rank_diverged_is_named(sim_hosts, tmp_path) -> None:

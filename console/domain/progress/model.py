@@ -122,7 +122,7 @@ class ServingVerdict:
 
     def words(self) -> str:
         """The plain `serving:` line's text."""
-        line = f"{self.state.upper() if self.state == STALLED else self.state}: {self.reason}"
+        line = f"{self.state.upper()}, {self.reason}"
         if self.ranks_words and self.state == STALLED:
             line += f"; {self.ranks_words}"
         return line

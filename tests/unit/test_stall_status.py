@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+from pathlib import Path
 
 import aiohttp
 from sim_fixtures import free_port
@@ -19,6 +20,11 @@ from console.domain.layout import parse_layout
 from console.ops.engine_status import engine_readings
 from console.ops.serving import MemoryFile, serving_line, status_verdict
 from console.ops.status import service_status
+
+
+def _proc_state(pid: int) -> str:
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return stat[stat.rindex(")") + 2]
 
 
 def stalling_host(port: int, kind: str):
@@ -56,7 +62,7 @@ async def _until_stalled(host, service, memories, timeout_s: float = 120.0):
         memories.save()
         memories = MemoryFile(memories.path.parent)  # the next run reads the file, as a new process would
         if verdict.state == "stalled":
-            return verdict, healths, st
+            return verdict, healths, _proc_state(st.active_state.main_pid)
         await asyncio.sleep(1.0)
     raise AssertionError(f"never stalled; health {healths}")
 
@@ -77,13 +83,10 @@ async def _stalled_verdict(sim_hosts, tmp_path, kind: str):
 
 
 async def test_all_ranks_spinning_is_stalled_while_health_answers_200(sim_hosts, tmp_path) -> None:
-    verdict, healths, st = await _stalled_verdict(sim_hosts, tmp_path, "spin")
+    verdict, healths, proc_state = await _stalled_verdict(sim_hosts, tmp_path, "spin")
     assert set(healths) == {200}  # vLLM's /health never notices
-    assert all(s.is_running for s in st.units if s.unit == st.active_unit)
     # the verdict comes from progress: the engine's process is running or sleeping, never stopped (T)
-    from pathlib import Path
-    stat = Path(f"/proc/{st.active_state.main_pid}/stat").read_text()
-    assert stat[stat.rindex(")") + 2] in "RS"
+    assert proc_state in "RS"
     doc = verdict.to_json()
     assert doc["pending"]["running"] == 1 and doc["evidence"] is None
     assert "vllm:generation_tokens_total" in doc["reason"]

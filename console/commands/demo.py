@@ -32,6 +32,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--nodes", action="store_true",
                         help="the two-host story instead: DeepSeek-V3 TP16 over demo-a and demo-b, a worker "
                         "killed, the dead node named while the head answers 200")  # fmt: skip
+    parser.add_argument("--stall", action="store_true",
+                        help="the stall story instead: Qwen3 TP4 on demo-vllm, one rank's kernel hangs while "
+                        "/health answers 200, the stall and the rank named")  # fmt: skip
     parser.set_defaults(func=run)
 
 
@@ -60,6 +63,10 @@ def run(args: argparse.Namespace) -> int:
     host_cfg = config.hosts[0]
 
     def story(state_root: Path):
+        if args.stall:
+            from console.commands.demo_stall import stall_story
+
+            return stall_story(config, state_root, args.json)
         if args.nodes:
             from console.commands.demo_nodes import nodes_story
 

@@ -30,11 +30,14 @@ def run(args: argparse.Namespace) -> int:
 async def _status(host_cfgs, as_json: bool) -> int:
     from console.domain.text import shown
     from console.factory import open_host
+    from console.hosts.state_dir import state_dir
     from console.ops.audit import open_audit
-    from console.ops.engine_status import engine_figures, figures_line, metrics_json
+    from console.ops.engine_status import engine_readings, figures_line, metrics_json
+    from console.ops.serving import MemoryFile, serving_line, status_verdict
     from console.ops.status import service_status
 
     audit = open_audit()
+    memories = MemoryFile(state_dir())
     failed = False
     try:
         for host_cfg in host_cfgs:
@@ -45,18 +48,26 @@ async def _status(host_cfgs, as_json: bool) -> int:
                             for service in host_cfg.services]
                 # the engines' own numbers: two /metrics readings a second apart, every running one at once
                 engines = await asyncio.gather(*(
-                    engine_figures(host, service, running=st.active_unit is not None)
+                    engine_readings(host, service, running=st.active_unit is not None)
                     for service, st in zip(host_cfg.services, statuses, strict=True)))
+                # the progress verdict, against the last one this state dir kept (docs/stalls.md)
+                verdicts = [await status_verdict(host, service, st, scrapes, memories)
+                            for service, st, (_, _, scrapes) in zip(host_cfg.services, statuses, engines, strict=True)]
                 await _print_nodes(host, host_cfg, as_json)
-                for st, (figures, why) in zip(statuses, engines, strict=True):
+                for st, (figures, why, _), verdict in zip(statuses, engines, verdicts, strict=True):
                     failed = failed or st.error is not None
                     evidence = _evidence(host_cfg.name, st.service)
                     if as_json:
-                        print_json({**st.to_json(), **metrics_json(figures, why), "evidence": evidence})
+                        serving = verdict.to_json()
+                        if verdict.state == "stalled" and serving.get("evidence") is None:
+                            serving["evidence"] = evidence  # the newest folder: the stall's, once kept
+                        print_json({**st.to_json(), **metrics_json(figures, why), "serving": serving,
+                                    "evidence": evidence})
                     else:
                         _print_human(st)
                         why = "not read (the host does not answer)" if unit_error(st) else why
                         print(f"  {shown(figures_line(figures, why))}")
+                        print(f"  {shown(serving_line(verdict))}")
                         if evidence is not None:
                             print(f"  evidence: {shown(evidence)}")
             except BrokenPipeError:  # our own stdout closed (`status | head`): no host is at fault
@@ -70,6 +81,7 @@ async def _status(host_cfgs, as_json: bool) -> int:
             finally:
                 await host.close()
     finally:
+        memories.save()
         audit.close()
     return 1 if failed else 0
 

@@ -91,6 +91,14 @@ class ServiceConfig:
     first_token_check: bool = True
     """A start is READY only once a streamed one-token completion has returned its first token (after the
     engine's ready line or `/health` 200); false: READY at HTTP ready, as engines themselves say."""
+    stall_after_s: float = 20.0
+    """Work pending and no progress this long is a stall (docs/stalls.md)."""
+    canary: bool = True
+    """Send a one-token canary to a ready service with nothing pending (the open console, the watch daemon)."""
+    canary_every_s: float = 60.0
+    """Seconds of nothing pending before a canary is sent."""
+    canary_timeout_s: float = 20.0
+    """No first token from the canary within this long: stalled."""
     line: int | None = None
     cluster: ClusterConfig | None = None
     """The hosts it spans, when it runs over several (None: this host alone)."""

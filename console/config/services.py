@@ -37,6 +37,10 @@ SERVICE_KEYS = (
     "health_via",
     "sudo",
     "first_token_check",
+    "stall_after_s",
+    "canary",
+    "canary_every_s",
+    "canary_timeout_s",
     "layouts",
     *NODE_KEYS,
 )
@@ -166,6 +170,10 @@ def parse_service(
         health_via=table.text("health_via", "ssh" if ssh_host else "direct", choices=HEALTH_VIA),
         sudo=table.flag("sudo"),
         first_token_check=table.flag("first_token_check", True),
+        stall_after_s=table.number("stall_after_s", 20.0, above=0.0, maximum=3600.0),  # type: ignore[arg-type]
+        canary=table.flag("canary", True),
+        canary_every_s=table.number("canary_every_s", 60.0, above=0.0),  # type: ignore[arg-type]
+        canary_timeout_s=table.number("canary_timeout_s", 20.0, above=0.0, maximum=600.0),  # type: ignore[arg-type]
         line=table.line,
         cluster=parse_cluster(table, name, host, env_file_path),
     )

@@ -11,7 +11,7 @@ import asyncio
 import time
 from typing import TYPE_CHECKING, Any
 
-from console.domain.metrics import EngineFigures, MetricsHistory
+from console.domain.metrics import EngineFigures, EngineScrape, MetricsHistory
 from console.hosts.endpoints import MetricsUnavailable, metrics_reader
 
 if TYPE_CHECKING:
@@ -25,6 +25,13 @@ STATUS_INTERVAL_S = 1.0
 async def engine_figures(
     host: Host, service: ServiceConfig, *, running: bool, interval_s: float = STATUS_INTERVAL_S
 ) -> tuple[EngineFigures | None, str | None]:
+    figures, why, _ = await engine_readings(host, service, running=running, interval_s=interval_s)
+    return figures, why
+
+
+async def engine_readings(
+    host: Host, service: ServiceConfig, *, running: bool, interval_s: float = STATUS_INTERVAL_S
+) -> tuple[EngineFigures | None, str | None, list[EngineScrape]]:
     """The engine's figures now, or None and the reason there are none.
 
     Args:
@@ -34,10 +41,10 @@ async def engine_figures(
         interval_s: seconds between the two readings that give the rates.
     """
     if not running:
-        return None, "no unit running"
+        return None, "no unit running", []
     reader = metrics_reader(host.probes.get(service.name), service.engine)
     if reader is None:
-        return None, "no HTTP endpoint to read /metrics from"
+        return None, "no HTTP endpoint to read /metrics from", []
     history = MetricsHistory()
     try:
         history.add(await reader.scrape())
@@ -45,8 +52,8 @@ async def engine_figures(
         history.add(await reader.scrape())
     except MetricsUnavailable as exc:
         if not history.scrapes:
-            return None, str(exc)
-    return history.figures(time.time()), None
+            return None, str(exc), []
+    return history.figures(time.time()), None, list(history.scrapes)
 
 
 def metrics_json(figures: EngineFigures | None, reason: str | None) -> dict[str, Any]:

@@ -7,6 +7,7 @@ statuses. The fit of a layout is predicted once per (host, service, layout) and 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -15,9 +16,12 @@ from console.config import ServiceConfig
 from console.domain.fit import FitResult, expected_used_mib
 from console.domain.layout import gpus_used
 from console.domain.models import GpuSnapshot, HealthSample, Phase, UnitState
+from console.domain.progress import ServingVerdict
 from console.hosts.base import Host
+from console.hosts.endpoints import metrics_reader
 from console.ops.ranks import ALIVE, DEAD
-from console.ops.status import FOREIGN, service_status
+from console.ops.serving import ServingWatch, name_ranks
+from console.ops.status import FOREIGN, ServiceStatus, service_status
 
 if TYPE_CHECKING:
     from console.ops.audit import AuditLog
@@ -54,6 +58,8 @@ class ServiceView:
     """A layout over several hosts: each node's health in words, worst first."""
     orphans: tuple[str, ...] = ()
     """Units running on the service's other nodes while the head runs none, in words (ops/ranks.py)."""
+    serving: ServingVerdict | None = None
+    """Is it still serving (docs/stalls.md); None where the progress is not followed."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +87,39 @@ class HostSummary:
     """Whether the data is stale, when the source says (Prometheus data is a scrape interval old)."""
     engines: str = "-"
     """The engines' own figures in a few words (from Prometheus)."""
+    stalled: tuple[str, ...] = ()
+    """The services that are stalled (docs/stalls.md), by name."""
+
+
+class ServingCache:
+    """Each service's progress as the open console follows it: (host, service) -> its ServingWatch."""
+
+    def __init__(self) -> None:
+        self._watches: dict[tuple[str, str], ServingWatch] = {}
+
+    def watch(self, host: str, service: ServiceConfig) -> ServingWatch:
+        key = (host, service.name)
+        if key not in self._watches:
+            self._watches[key] = ServingWatch(service)
+        return self._watches[key]
+
+    async def judge(self, host: Host, service: ServiceConfig, status: ServiceStatus) -> ServingVerdict | None:
+        """This reading's verdict: one /metrics scrape against the last, the canary when one is due."""
+        if status.active_unit is None:
+            return None
+        probe = host.probes.get(service.name)
+        reader = metrics_reader(probe, service.engine)
+        scrapes = []
+        if reader is not None:
+            with contextlib.suppress(Exception):  # no reading: the verdict stands on what else it has
+                async with asyncio.timeout(5):
+                    scrapes.append(await reader.scrape())
+        verdict = self.watch(host.name, service).observe(status, scrapes, probe)
+        return name_ranks(verdict, status.gpus)
+
+    def close(self) -> None:
+        for watch in self._watches.values():
+            watch.close()
 
 
 class FitCache:
@@ -104,9 +143,12 @@ class FitCache:
 
 
 async def service_view(host: Host, service: ServiceConfig, *, fits: FitCache, audit: AuditLog | None = None,
-                       snapshot: GpuSnapshot | None = None, fresh_health: bool = False) -> ServiceView:
-    """One service's status for the service pane (`fresh_health`: probe now, see `service_status`)."""
+                       snapshot: GpuSnapshot | None = None, fresh_health: bool = False,
+                       serving: ServingCache | None = None) -> ServiceView:
+    """One service's status for the service pane (`fresh_health`: probe now, see `service_status`;
+    `serving`: follow its progress)."""
     status = await service_status(host, service, audit=audit, snapshot=snapshot, fresh_health=fresh_health)
+    verdict = await serving.judge(host, service, status) if serving is not None else None
     state = status.active_state
     unit = status.active_unit
     if state is None:
@@ -152,11 +194,13 @@ async def service_view(host: Host, service: ServiceConfig, *, fits: FitCache, au
         orphans=tuple(o.words(host.name, service.name) for o in status.orphans),
         last_ready_layout=last_ready,
         error=status.error,
+        serving=verdict,
     )
 
 
-async def host_summary(host: Host, clock: Callable[[], float], *, audit: AuditLog | None = None) -> HostSummary:
-    """One fleet row: every service's status, one GPU sample."""
+async def host_summary(host: Host, clock: Callable[[], float], *, audit: AuditLog | None = None,
+                       serving: ServingCache | None = None) -> HostSummary:
+    """One fleet row: every service's status, one GPU sample (`serving`: follow each one's progress)."""
     snapshot: GpuSnapshot | None = None
     try:
         async with asyncio.timeout(10):
@@ -170,6 +214,12 @@ async def host_summary(host: Host, clock: Callable[[], float], *, audit: AuditLo
     if not reachable:
         return HostSummary(host.name, clock(), reachable=False, error=host.link.error or "; ".join(errors),
                            last_ok_at=host.link.last_ok_at)
+    stalled = []
+    if serving is not None:
+        for service, st in zip(host.config.services, statuses, strict=True):
+            verdict = await serving.judge(host, service, st)
+            if verdict is not None and verdict.state == "stalled":
+                stalled.append(service.name)
     units = [u for st in statuses for u in st.units]
     layouts = ", ".join(f"{st.service}: {st.active_layout or '-'}" for st in statuses) or "-"
     # a head that answers 200 over a dead or wedged node is not healthy: the group's worst node says so
@@ -192,4 +242,5 @@ async def host_summary(host: Host, clock: Callable[[], float], *, audit: AuditLo
         health=health,
         failed=(any(u.is_failed for u in units) and not any(u.is_running for u in units))
         or any(st.death is not None or st.group == DEAD or st.orphans for st in statuses),
+        stalled=tuple(stalled),
     )

@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 from console.domain.layout import Layout
 from console.sim.metrics import Metrics
+from console.sim.stall import Stall
 
 TP8_RATE, PP8_RATE, EP8_RATE = 26.3, 36.9, 65.3
 TP8_CEILING, PP8_CEILING, EP8_CEILING = 808.0, 396.0, 961.0
@@ -101,7 +102,11 @@ class Generator:
         self.metrics = metrics
         self.max_total_tokens = max(max_total_tokens, 1)
         self.on_load = on_load
+        self.stall: Stall | None = None
+        """A planned stall (console/sim/stall.py): each step waits on its gate."""
         self.running = 0
+        self.last_output_at: float | None = None
+        """POSIX time of the last token (SGLang's `last_receive_tstamp`, what its /health compares)."""
         self.used_tokens = 0
         self._steps = 0.0
         self._window: deque[float] = deque()  # decode-step times of the last 5 s
@@ -111,12 +116,15 @@ class Generator:
 
     async def generate(self, prompt_tokens: int, max_tokens: int) -> AsyncIterator[str]:
         """Yield `max_tokens` token texts, the first after the prefill, then one per decode step."""
+        stall = self.stall
+        if stall is not None and (stall.engaged or stall.blocks_intake()):
+            await stall.gate()  # a blocked scheduler never takes a request in: no gauge moves
         start = time.monotonic()
-        if self.batch_log is not None:
-            self.batch_log(f"Prefill batch. #new-seq: 1, #new-token: {prompt_tokens}, #cached-token: 0, "
-                           f"token usage: {self._usage():.2f}, #running-req: {self.running}, #queue-req: 0,")
+        chunked = stall is not None and stall.long_prefill()
+        if self.batch_log is not None and not chunked:
+            self._prefill_line(prompt_tokens)
         self.running += 1
-        self.used_tokens += prompt_tokens
+        self.used_tokens += 0 if chunked else prompt_tokens
         self.metrics.request_started(prompt_tokens)
         self.on_load(self.running)
         produced, first_at, last_at = 0, None, start
@@ -125,11 +133,19 @@ class Generator:
             # demo measures the seed's rates. Each token is due at the previous one's due time plus a
             # step: a late wake-up (a loaded CPU) then costs one token its time, never the rate.
             due = start + 0.03 + prompt_tokens / PREFILL_TOKENS_PER_S
+            if chunked:
+                assert stall is not None
+                await self._chunked_prefill(prompt_tokens, stall)
+                due = time.monotonic()
+            else:
+                self.metrics.realtime("prefill_compute", prompt_tokens)
             for i in range(max_tokens):
                 if i:
                     due += 1.0 / per_request_rate(self.layout, self.running)
                 if self.step_gate is not None:
                     await self.step_gate()
+                if stall is not None:
+                    await stall.gate()
                 now = await _sleep_until(due)
                 due = max(due, now - MAX_LAG_S)  # after a long stall, resume the pace instead of bursting
                 if first_at is None:
@@ -148,8 +164,27 @@ class Generator:
             self.metrics.request_finished(produced, time.monotonic() - start)
             self.on_load(self.running)
 
+    def _prefill_line(self, new_tokens: int) -> None:
+        if self.batch_log is not None:
+            self.batch_log(f"Prefill batch. #new-seq: 1, #new-token: {new_tokens}, #cached-token: 0, "
+                           f"token usage: {self._usage():.2f}, #running-req: {self.running}, #queue-req: 0,")
+
+    async def _chunked_prefill(self, prompt_tokens: int, stall: Stall) -> None:
+        """A long prompt prefilled chunk by chunk: a batch line and more KV per chunk, no token counted."""
+        chunk = max(1, prompt_tokens // stall.chunks)
+        for _ in range(stall.chunks):
+            self.running -= 1
+            self._prefill_line(chunk)  # logged as the chunk is scheduled, the request not yet running
+            self.running += 1
+            await asyncio.sleep(stall.chunk_s)
+            self.used_tokens += chunk
+            self.metrics.realtime("prefill_compute", chunk)
+            self.metrics.set_throughput(self.metrics.gen_throughput, self.running, self.used_tokens, self._usage())
+
     def _decode_step(self, now: float) -> None:
         self.metrics.generated(1)
+        self.metrics.realtime("decode", 1)
+        self.last_output_at = time.time()
         self._window.append(now)
         cutoff = now - 5.0
         while self._window and self._window[0] < cutoff:

@@ -16,7 +16,7 @@ import json
 import os
 import socket
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from console.domain.models import GpuProcess, GpuSample, GpuSnapshot
@@ -51,6 +51,8 @@ class ProcRecord:
     name: str
     used_mib: dict[int, int]
     util_pct: dict[int, int]
+    power_w: dict[int, float] = field(default_factory=dict)
+    """The draw an engine set for a GPU (a stall's spinning or idle card); unset: follows utilisation."""
 
 
 def ledger_dir_from_env() -> Path:
@@ -133,12 +135,18 @@ def read_processes(directory: str | Path) -> list[ProcRecord]:
         try:
             doc = json.loads(path.read_text(encoding="utf-8"))
             record = ProcRecord(int(doc["pid"]), str(doc.get("name") or "python3"),
-                                _int_map(doc.get("used_mib")), _int_map(doc.get("util_pct")))
+                                _int_map(doc.get("used_mib")), _int_map(doc.get("util_pct")),
+                                {int(k): float(v) for k, v in (doc.get("power_w") or {}).items()})
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             continue
         if pid_alive(record.pid):
             records.append(record)
     return sorted(records, key=lambda r: r.pid)
+
+
+def power_w(index: int, util_pct: int) -> float:
+    """The draw nvidia-smi shows for a card at this utilisation: ~38 W idle, ~560 W flat out."""
+    return round(38.0 + util_pct * 5.2 + index * 0.37, 2)
 
 
 def temperature_c(index: int, util_pct: int) -> int:
@@ -156,6 +164,7 @@ def read_snapshot(directory: str | Path) -> GpuSnapshot:
     by_index = {g.index: g for g in inventory}
     used = {g.index: 0 for g in inventory}
     util = {g.index: 0 for g in inventory}
+    power: dict[int, float] = {}
     processes = []
     for rec in procs:
         for idx, mib in sorted(rec.used_mib.items()):
@@ -163,12 +172,15 @@ def read_snapshot(directory: str | Path) -> GpuSnapshot:
                 continue
             used[idx] += mib
             util[idx] = max(util[idx], rec.util_pct.get(idx, 0))
+            if idx in rec.power_w:
+                power[idx] = max(power.get(idx, 0.0), rec.power_w[idx])
             processes.append(GpuProcess(pid=rec.pid, gpu_uuid=by_index[idx].uuid, gpu_index=idx,
                                         used_mib=mib, name=rec.name))
     gpus = tuple(
         GpuSample(index=g.index, uuid=g.uuid, name=g.name, total_mib=g.total_mib,
                   used_mib=min(used[g.index], g.total_mib), util_pct=min(util[g.index], 100),
-                  temp_c=temperature_c(g.index, util[g.index]), pci_bus_id=g.pci_bus_id)
+                  temp_c=temperature_c(g.index, util[g.index]), pci_bus_id=g.pci_bus_id,
+                  power_w=power.get(g.index, power_w(g.index, min(util[g.index], 100))))
         for g in inventory
     )
     return GpuSnapshot(taken_at=now, gpus=gpus, processes=tuple(processes))
@@ -184,10 +196,14 @@ class ProcLedger:
         self.path = self.directory / f"proc-{self.pid}.json"
         self.used_mib: dict[int, int] = {}
         self.util_pct: dict[int, int] = {}
-        self._written: tuple[dict[int, int], dict[int, int]] | None = None
+        self.power_w: dict[int, float] = {}
+        self._written: tuple[dict[int, int], dict[int, int], dict[int, float]] | None = None
 
-    def set(self, gpu: int, *, used_mib: int | None = None, util_pct: int | None = None) -> None:
-        """Record a GPU's holding and/or utilisation (written on the next `flush`)."""
+    def set(self, gpu: int, *, used_mib: int | None = None, util_pct: int | None = None,
+            power_w: float | None = None) -> None:
+        """Record a GPU's holding, utilisation and/or draw (written on the next `flush`)."""
+        if power_w is not None:
+            self.power_w[gpu] = float(power_w)
         if used_mib is not None:
             self.used_mib[gpu] = max(0, int(used_mib))
         if util_pct is not None:
@@ -195,7 +211,7 @@ class ProcLedger:
 
     def flush(self) -> None:
         """Write the file if anything changed since the last write."""
-        state = (dict(self.used_mib), dict(self.util_pct))
+        state = (dict(self.used_mib), dict(self.util_pct), dict(self.power_w))
         if state == self._written:
             return
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -204,6 +220,7 @@ class ProcLedger:
             "name": self.name,
             "used_mib": {str(k): v for k, v in sorted(self.used_mib.items())},
             "util_pct": {str(k): v for k, v in sorted(self.util_pct.items())},
+            **({"power_w": {str(k): v for k, v in sorted(self.power_w.items())}} if self.power_w else {}),
             "updated_at": time.time(),
         })
         self._written = state

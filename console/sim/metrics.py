@@ -94,6 +94,13 @@ class Metrics:
     request_prompt_tokens: Histogram = field(default_factory=lambda: Histogram(_TOKEN_COUNT_BUCKETS))
     request_generation_tokens: Histogram = field(default_factory=lambda: Histogram(_TOKEN_COUNT_BUCKETS))
     started_at: float = field(default_factory=time.time)
+    steps: Histogram = field(default_factory=lambda: Histogram(_TOKEN_COUNT_BUCKETS))
+    """Tokens per engine step, one observation per step with output (vLLM's `iteration_tokens_total`)."""
+    realtime_tokens: dict[str, int] = field(default_factory=dict)
+    """SGLang's `realtime_tokens_total` by mode: every prefill chunk and every decode step."""
+
+    def realtime(self, mode: str, n: int) -> None:
+        self.realtime_tokens[mode] = self.realtime_tokens.get(mode, 0) + n
 
     @classmethod
     def with_buckets(cls, ttft: tuple[float, ...], tpot: tuple[float, ...], e2e: tuple[float, ...],
@@ -120,6 +127,7 @@ class Metrics:
 
     def generated(self, n: int) -> None:
         self.generation_tokens_total += n
+        self.steps.observe(n)
 
     def observe_ttft(self, seconds: float) -> None:
         self.ttft.observe(seconds)
@@ -147,6 +155,9 @@ class Metrics:
             "generation_tokens", "Number of generation tokens processed.", self.generation_tokens_total
         )
         out.counter("num_requests", "Number of requests processed.", self.num_requests_total)
+        for mode in ("prefill_compute", "prefill_cache", "decode"):
+            out.counter("realtime_tokens", "Number of tokens processed, updated in real time.",
+                        self.realtime_tokens.get(mode, 0), extra=f'mode="{mode}"', head=mode == "prefill_compute")
         out.histogram(
             "time_to_first_token_seconds", "Histogram of time to first token in seconds.", self.ttft
         )
@@ -175,8 +186,8 @@ class _Exposition:
         full = self._head(name, help_text, "gauge")
         self.lines.append(f"{full}{{{self.labels}}} {float(value)}")
 
-    def counter(self, name: str, help_text: str, value: float, extra: str = "") -> None:
-        full = self._head(f"{name}_total", help_text, "counter")
+    def counter(self, name: str, help_text: str, value: float, extra: str = "", head: bool = True) -> None:
+        full = self._head(f"{name}_total", help_text, "counter") if head else f"{self.namespace}:{name}_total"
         labels = f"{self.labels},{extra}" if extra else self.labels
         self.lines.append(f"{full}{{{labels}}} {float(value)}")
 

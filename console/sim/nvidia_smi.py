@@ -47,6 +47,8 @@ def _reserved_mib(g: GpuSample) -> int:
 
 
 def _power_w(g: GpuSample) -> str:
+    if g.power_w is not None:  # the ledger's draw (a stall's spinning card), else it follows utilisation
+        return f"{g.power_w:.2f}"
     return f"{38.0 + (g.util_pct or 0) * 5.2 + g.index * 0.37:.2f}"
 
 

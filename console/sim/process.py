@@ -72,6 +72,9 @@ class StartupBase:
         self.capacity_bytes = torch_capacity_bytes(args.gpu_total_mib)
         self.memories = make_memories(physical, self.layout, self.capacity_bytes, self.others_bytes())
         self.util = {m.gpu: 0 for m in self.memories}
+        self.power: dict[int, float] = {}
+        """A GPU's draw when a stall sets it (spinning at near idle power); unset: it follows utilisation."""
+        self.util_frozen = False
         self.t = 0.0
         self.cluster = ClusterNode(args, self.world_ranks(), self.ranks, self.rank_pids(), physical)
 
@@ -113,15 +116,39 @@ class StartupBase:
         """Write every GPU's footprint and utilisation to the ledger (one file write)."""
         for mem in self.memories:
             if mem.gpu >= 0:
-                self.ledger.set(mem.gpu, used_mib=mem.used_mib, util_pct=self.util.get(mem.gpu, 0))
+                self.ledger.set(mem.gpu, used_mib=mem.used_mib, util_pct=self.util.get(mem.gpu, 0),
+                                power_w=self.power.get(mem.gpu))
         self.ledger.flush()
 
     def set_util(self, low: int, high: int) -> None:
         for mem in self.memories:
             self.util[mem.gpu] = self.rng.randint(low, high)
 
+    def show_stall(self, kind: str) -> None:
+        """The cards once a stall began: all idle (a blocked scheduler launches nothing), all spinning in
+        a collective (~100 % at near idle power), or one idle (the diverged rank, the 4th or the last)
+        while the rest spin."""
+        from console.sim.stall import FAIL_DIVERGED, FAIL_SPIN, IDLE_POWER_W, SPIN_POWER_W
+
+        self.util_frozen = True
+        gpus = [m.gpu for m in self.memories if m.gpu >= 0]
+        odd = gpus[min(3, len(gpus) - 1)] if gpus else None
+        for gpu in gpus:
+            spin = kind == FAIL_SPIN or (kind == FAIL_DIVERGED and gpu != odd)
+            self.util[gpu] = self.rng.randint(98, 100) if spin else 0
+            self.power[gpu] = SPIN_POWER_W + self.rng.random() * 4 if spin else IDLE_POWER_W + gpu * 0.37
+        self.sync_ledger()
+
+    def stall_ended(self) -> None:
+        """Steps run again: the cards follow the load again."""
+        self.util_frozen = False
+        self.power.clear()
+        self.ledger.power_w.clear()
+
     def on_load(self, running: int) -> None:
-        """nvidia-smi shows the cards busy while requests run and idle otherwise."""
+        """nvidia-smi shows the cards busy while requests run and idle otherwise (frozen once stalled)."""
+        if self.util_frozen:
+            return
         self.set_util(0, 1) if running == 0 else self.set_util(min(60 + 9 * running, 90), 99)
         self.sync_ledger()
 

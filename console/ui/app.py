@@ -23,7 +23,7 @@ from console.domain.text import shown
 from console.hosts.base import Host
 from console.ops.audit import AuditLog
 from console.ops.status import kill_started_units, running_units
-from console.ops.views import FitCache
+from console.ops.views import FitCache, ServingCache
 from console.shutdown import SHUTDOWN, on_ending_signals
 from console.ui.commands_palette import ConsoleCommands
 from console.ui.gc_pauses import GcPauses
@@ -87,6 +87,8 @@ class ConsoleApp(NotifiesWorkerErrors, App[None]):
         self.audit = audit
         self.fits = FitCache()
         """Predicted fits per layout, read once for the app's life (the service panes show them)."""
+        self.serving = ServingCache()
+        """Each service's progress, followed while the console is open (docs/stalls.md), with its canary."""
         self.auto_open = auto_open
         self.demo = demo or demo_start
         self.demo_host = self._demo_host() if self.demo else None
@@ -162,6 +164,7 @@ class ConsoleApp(NotifiesWorkerErrors, App[None]):
         """Stop what the demo started (no orphan engines), then close every host."""
 
         self.gc_pauses.restore()
+        self.serving.close()
         if self.stop_started_units and not self.readonly and self._units_at_start is not None:
             # Every unit that did not run at start is stopped, not only those that run now: a start still
             # in flight (the demo's first switch, a key pressed just before the end) has no state yet, and

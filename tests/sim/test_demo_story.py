@@ -60,3 +60,26 @@ def test_the_two_host_story_names_the_dead_worker_while_the_head_answers_200(tmp
         assert engine_pids(tmp_path) == []
     finally:
         kill_leftovers(tmp_path)
+
+
+def test_the_stall_story_names_the_stall_and_the_diverged_rank_while_health_answers_200(tmp_path):
+    """`demo --stall` (issue 26): Qwen3 TP4 on demo-vllm, a client streaming, the 4th rank diverges; every
+    reading's /health is 200 and the units run; the verdict is stalled and names GPU 3."""
+    import json
+
+    try:
+        run = subprocess.run([sys.executable, "-m", "console", "demo", "--stall", "--json", "--time-scale", "0.03"],
+                             cwd=REPO, env=story_env(tmp_path), capture_output=True, text=True, timeout=240)  # fmt: skip
+        assert run.returncode == 0, run.stderr
+        events = [json.loads(line) for line in run.stdout.splitlines()]
+        readings = [e for e in events if e["event"] == "reading"]
+        assert readings and {r["health"]["http_status"] for r in readings} == {200}
+        assert all(r["state"]["sub"] == "running" for r in readings)
+        assert readings[0]["serving"]["state"] != "stalled"
+        assert readings[-1]["serving"]["state"] == "stalled" and readings[-1]["serving"]["ranks"] == ["GPU 3"]
+        verdict = events[-1]
+        assert verdict["event"] == "verdict" and verdict["http_status"] == 200 and verdict["ranks"] == ["GPU 3"]
+        assert "GPU 3 idle at 0%" in verdict["ranks_words"] and "3 GPUs spin at 100%" in verdict["ranks_words"]
+        assert engine_pids(tmp_path) == []
+    finally:
+        kill_leftovers(tmp_path)

@@ -9,6 +9,7 @@ from fixed_host import fixed_app
 from pilot_wait import settle
 from screen_text import screen_text
 
+from console.ui.screens.host import HostScreen
 from console.ui.screens.picker import LayoutPicker
 
 

@@ -19,7 +19,7 @@ from console.domain.alerts.alert import (
 )
 from console.domain.alerts.book import FIRING, RESOLVED, UPDATED, AlertBook, Transition
 from console.domain.alerts.host_rules import HostWatch
-from console.domain.alerts.service_rules import RankLiveness, ServiceWatch
+from console.domain.alerts.service_rules import RankLiveness, ServiceWatch, ServingState
 from console.domain.alerts.thresholds import (
     ALERT_NAMES,
     CRASH_LOOP,
@@ -32,6 +32,7 @@ from console.domain.alerts.thresholds import (
     KV_CACHE_HIGH,
     RANK_DEAD,
     REQUESTS_WAITING,
+    STALLED,
     START_HUNG,
     AlertThresholds,
 )
@@ -58,7 +59,9 @@ __all__ = [
     "KV_CACHE_HIGH",
     "LABEL_KEYS",
     "RANK_DEAD",
+    "STALLED",
     "RankLiveness",
+    "ServingState",
     "REQUESTS_WAITING",
     "RESOLVED",
     "rfc3339",

@@ -23,6 +23,7 @@ from console.domain.alerts.thresholds import (
     KV_CACHE_HIGH,
     RANK_DEAD,
     REQUESTS_WAITING,
+    STALLED,
     START_HUNG,
     AlertThresholds,
 )
@@ -51,6 +52,27 @@ class RankLiveness:
     unit: str = ""
     alive: bool = True
     detail: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ServingState:
+    """The progress verdict on a running service (console/domain/progress), as the rules need it.
+
+    Attributes:
+        state: `serving`, `idle`, `stalled` or `unknown`.
+        unit: The unit that runs.
+        since: When the state began (a stall: when progress was last seen).
+        reason: The verdict's reason, in words.
+        ranks: The ranks that differ, in words ("" when not read).
+        evidence: The evidence folder's path, where one was collected ("" when none).
+    """
+
+    state: str
+    unit: str = ""
+    since: float | None = None
+    reason: str = ""
+    ranks: str = ""
+    evidence: str = ""
 
 
 class ServiceWatch:
@@ -82,6 +104,8 @@ class ServiceWatch:
         self.waiting = Holding(thresholds.waiting_for_s)
         self.engine_read = False
         self.ranks: tuple[RankLiveness, ...] | None = None
+        self.serving: ServingState | None = None
+        """The last progress verdict; None: not judged (no engine read yet)."""
         self._dead_since: dict[tuple[str, str], float] = {}
 
     # -- observations -------------------------------------------------------------------------------
@@ -112,6 +136,10 @@ class ServiceWatch:
         self.kv.observe(kv_usage, self.t.kv_usage_ratio, ts)
         self.waiting.observe(waiting, self.t.waiting_requests, ts)
 
+    def observe_serving(self, serving: ServingState | None) -> None:
+        """The progress verdict of this reading (None: no unit runs)."""
+        self.serving = serving
+
     def observe_ranks(self, ranks: Sequence[RankLiveness], ts: float) -> None:
         self.ranks = tuple(ranks)
         dead = {(r.host, r.rank) for r in self.ranks if not r.alive}
@@ -133,11 +161,32 @@ class ServiceWatch:
                              f"{self.t.waiting_requests:g} or more requests waiting", now)]
         if (ranks := self._ranks(now)) is not None:
             out.append(ranks)
+        out.append(self._stalled(active))
         return out
 
     def _kept_all(self, alertname: str, active: Active) -> Verdict:
         return Verdict(self._scope(alertname), tuple(self._keep(alertname, unit) for name, unit in active
                                                      if name == alertname))
+
+    def _stalled(self, active: Active) -> Verdict:
+        """Work pending and no progress for the service's stall_after_s; resolved once tokens move (or the
+        engine is gone). Kept while nothing could be judged (the engine not read this time)."""
+        serving = self.serving
+        firing = any(name == STALLED for name, _ in active)
+        if serving is not None and serving.state == "stalled":
+            extra = (("ranks", serving.ranks),) if serving.ranks else ()
+            if serving.evidence:
+                extra += (("evidence", serving.evidence),)
+            return Verdict(self._scope(STALLED), (self._condition(
+                STALLED, serving.unit, summary=f"{self.service} on {self.host} is stalled: {serving.reason}",
+                description=f"{self._where(serving.unit)}: its processes run and its HTTP server may answer 200, "
+                            f"but it makes no progress" + (f"; {serving.ranks}" if serving.ranks else ""),
+                hint="collect the evidence (stacks, NCCL RAS, GPU clocks) before a restart destroys it, then restart "
+                     "every rank together",
+                since=serving.since, extra=extra),))
+        if firing and serving is not None and serving.state == "unknown" and serving.unit:
+            return Verdict(self._scope(STALLED), (self._keep(STALLED, serving.unit),))
+        return Verdict(self._scope(STALLED))
 
     def _scope(self, alertname: str) -> Scope:
         return Scope(alertname, self.host, self.service)

@@ -17,6 +17,7 @@ REQUESTS_WAITING = "ServeRequestsWaiting"
 GPU_XID = "ServeGpuXid"
 RANK_DEAD = "ServeRankDead"
 HEALTH_DOWN = "ServeHealthDown"
+STALLED = "ServeStalled"
 
 #: Every alert the daemon raises, with its default severity (Alertmanager routes on the `severity` label).
 DEFAULT_SEVERITIES: tuple[tuple[str, str], ...] = (
@@ -30,6 +31,7 @@ DEFAULT_SEVERITIES: tuple[tuple[str, str], ...] = (
     (GPU_XID, "critical"),
     (RANK_DEAD, "critical"),
     (HEALTH_DOWN, "critical"),
+    (STALLED, "critical"),
 )
 ALERT_NAMES = tuple(name for name, _ in DEFAULT_SEVERITIES)
 

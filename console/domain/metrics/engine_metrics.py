@@ -68,6 +68,10 @@ class EngineScrape:
     """SGLang's draft acceptance rate gauge."""
     ttft: Histogram | None = None
     itl: Histogram | None = None
+    steps_total: float | None = None
+    """vLLM: `iteration_tokens_total_count`, one observation per engine step with output (a heartbeat)."""
+    realtime_tokens_total: float | None = None
+    """SGLang (newer builds): `realtime_tokens_total`, all modes, moved every decode step and prefill chunk."""
     notes: tuple[str, ...] = ()
     """What the reading skipped (a series that could not be read), one line each, printable."""
 

@@ -14,12 +14,17 @@ from console.hosts.endpoints.alert_sinks import (
     webhook_from_env,
 )
 from console.hosts.endpoints.bodies import json_document, read_limited
+from console.hosts.endpoints.canary import USER_AGENT as CANARY_USER_AGENT
+from console.hosts.endpoints.canary import CanaryResult, send_canary
 from console.hosts.endpoints.first_token import FirstToken, FirstTokenProbe, first_token_probe
 from console.hosts.endpoints.health import MAX_PROBE_BODY_BYTES, HttpHealthProbe, LocalForward
 from console.hosts.endpoints.metrics import EngineMetricsReader, MetricsUnavailable, metrics_reader
 from console.hosts.endpoints.prometheus import PrometheusClient, VectorSample
 
 __all__ = [
+    "CANARY_USER_AGENT",
+    "CanaryResult",
+    "send_canary",
     "ALERTMANAGER_AUTHORIZATION_ENV",
     "alertmanager_poster",
     "DeliveryError",

@@ -59,6 +59,10 @@ class HttpHealthProbe:
         self.timeout_s = timeout_s
         self._session: aiohttp.ClientSession | None = None
 
+    async def base_url(self) -> str:
+        """The URL requests take now: the service's own, or the SSH forward's local port."""
+        return await self._base()
+
     async def _base(self) -> str:
         if self.forward is None:
             return self.url

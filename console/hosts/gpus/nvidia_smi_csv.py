@@ -8,6 +8,7 @@ so the parsers are tested on their own, property tests included; gpus.py runs th
 from __future__ import annotations
 
 import csv
+import math
 from collections.abc import Sequence
 
 from console.domain.models import GpuProcess, GpuSample
@@ -34,7 +35,10 @@ GPU_FIELDS = (
     "utilization.gpu",
     "temperature.gpu",
     "pci.bus_id",
+    "power.draw",
 )
+#: Rows shorter than this are no GPU rows; `power.draw` (the last field) may be missing from older rows.
+_MIN_GPU_FIELDS = len(GPU_FIELDS) - 1
 APP_FIELDS = ("pid", "gpu_uuid", "used_memory")
 _FORMAT = "--format=csv,noheader,nounits"
 QUERY_GPU = ["nvidia-smi", "--query-gpu=" + ",".join(GPU_FIELDS), _FORMAT]
@@ -71,9 +75,19 @@ def csv_rows(text: str) -> list[list[str]]:
     return [row for row in csv.reader(text.splitlines(), skipinitialspace=True) if row]
 
 
+def _float(cell: str) -> float | None:
+    """A number cell (`61.52`), None when nvidia-smi says it has none (`[N/A]`) or it is not a number."""
+    text = _cell(cell)
+    try:
+        value = float(text) if text is not None else None
+    except ValueError:
+        return None
+    return value if value is not None and math.isfinite(value) else None
+
+
 def parse_gpu_line(row: Sequence[str]) -> GpuSample | None:
     """One `--query-gpu` CSV row; None when it is not a GPU row (garbage, a warning line)."""
-    if len(row) < len(GPU_FIELDS):
+    if len(row) < _MIN_GPU_FIELDS:
         return None
     index = _int(row[0])
     if index is None:
@@ -87,6 +101,7 @@ def parse_gpu_line(row: Sequence[str]) -> GpuSample | None:
         util_pct=_int(row[5]),
         temp_c=_int(row[6]),
         pci_bus_id=_cell(row[7]),
+        power_w=_float(row[8]) if len(row) > 8 else None,
     )
 
 

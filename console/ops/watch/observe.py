@@ -16,14 +16,16 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 
 from console.config import DROP_IN, ENV_FILE, ServiceConfig
-from console.domain.alerts import HostWatch, RankLiveness, ServiceWatch
+from console.domain.alerts import HostWatch, RankLiveness, ServiceWatch, ServingState
 from console.domain.models import Finding, FindingClass, Phase, UnitState
 from console.domain.triage import OPEN, as_engine_error, decisive, tier_of, xid_findings
 from console.hosts.base import Host
 from console.hosts.endpoints import MetricsUnavailable, metrics_reader
 from console.hosts.journal_hub import ReadEntry
 from console.ops.audit import AuditLog
+from console.ops.serving import ServingWatch, name_ranks
 from console.ops.state_db import AuditError
+from console.ops.status import ServiceStatus
 
 #: Entries read back when the daemon begins to follow a unit: a start's first lines, and the restarts
 #: inside the crash loop's window, which the daemon did not see live (it just started, or the unit did).
@@ -97,6 +99,8 @@ class HostObserver:
         """Where the daemon stopped reading a unit it let go of (one per unit of the host, at most)."""
         self.from_prometheus = from_prometheus
         """With [fleet]: the host's age and its engines' gauges come from Prometheus, not from here."""
+        self.serving: dict[str, ServingWatch] = {}
+        """Each service's progress, judged every reading from its /metrics and its followed journal."""
 
     async def run(self) -> None:
         """Read the host every `interval_s` until cancelled."""
@@ -110,6 +114,8 @@ class HostObserver:
             for follower in self.followers.values():
                 if follower.task is not None:
                     follower.task.cancel()
+            for serving in self.serving.values():
+                serving.close()
 
     async def poll(self) -> None:
         """One reading of every service (and, with dcgm-exporter, the GPUs)."""
@@ -156,7 +162,7 @@ class HostObserver:
         self._follow(cfg, sorted(states, key=lambda s: _follow_order(s, now, watch.t.crash_loop_window_s)))
         running = any(s.is_running for s in states)
         probe = self.host.probes.get(cfg.name)
-        ready = False
+        ready, sample = False, None
         if probe is not None:
             try:
                 sample = await probe.probe()
@@ -167,21 +173,46 @@ class HostObserver:
                 why = sample.status + (f", {sample.error[:200]}" if sample.error else "")
                 watch.observe_health(ready, self.clock(), why)  # the rules' clock: steady
         if not self.from_prometheus:
-            await self._gauges(cfg, watch, probe if running and ready else None)
+            scrape = await self._gauges(cfg, watch, probe if running else None, ready=ready)
+            await self._serving(cfg, watch, states, sample, scrape, probe)
         if self.rank_source is not None:
             ranks = await self.rank_source(self.host, cfg)
             if ranks is not None:
                 watch.observe_ranks(ranks, self.clock())
 
-    async def _gauges(self, cfg: ServiceConfig, watch: ServiceWatch, probe: object) -> None:
-        """The engine's KV usage and waiting requests from its /metrics (None while it is not ready)."""
-        kv = waiting = None
+    async def _gauges(self, cfg: ServiceConfig, watch: ServiceWatch, probe: object, *, ready: bool):
+        """The engine's KV usage and waiting requests from its /metrics (None while it is not ready); the
+        scrape itself while a unit runs, for the progress verdict (a stalled SGLang answers /health 503)."""
+        kv = waiting = scrape = None
         reader = metrics_reader(probe, cfg.engine) if probe is not None else None  # type: ignore[arg-type]
         if reader is not None:
             with contextlib.suppress(MetricsUnavailable):
                 scrape = await reader.scrape()
-                kv, waiting = scrape.kv_cache_usage, scrape.waiting_requests
+                if ready:
+                    kv, waiting = scrape.kv_cache_usage, scrape.waiting_requests
         watch.observe_engine(kv, waiting, self.clock())
+        return scrape
+
+    async def _serving(self, cfg: ServiceConfig, watch: ServiceWatch, states: Sequence[UnitState], sample: object,
+                       scrape: object, probe: object) -> None:
+        """The progress verdict of this reading (ServeStalled), the ranks named from the GPUs when stalled."""
+        serving = self.serving.get(cfg.name)
+        if serving is None:
+            serving = self.serving[cfg.name] = ServingWatch(cfg, clock=self.clock)
+        unit = next((s for s in states if s.is_running), None)
+        if unit is None:
+            watch.observe_serving(None)
+            return
+        st = ServiceStatus(host=self.host.name, service=cfg.name, engine=cfg.engine.value, units=tuple(states),
+                           active_unit=unit.unit, active_layout=watch.layouts.get(unit.unit), health=sample,  # type: ignore[arg-type]
+                           gpus=None, taken_at=self.clock())
+        verdict = serving.observe(st, [scrape] if scrape is not None else [], probe)  # type: ignore[list-item]
+        if verdict.state == "stalled":
+            with contextlib.suppress(Exception):
+                async with asyncio.timeout(READ_TIMEOUT_S):
+                    verdict = name_ranks(verdict, await self.host.gpus.sample())
+        watch.observe_serving(ServingState(verdict.state, unit.unit, verdict.since, verdict.reason,
+                                           verdict.ranks_words or "", verdict.evidence or ""))
 
     def _console_starts(self, cfg: ServiceConfig, watch: ServiceWatch) -> None:
         """The console's own switches of this service within the crash loop's window, from the audit log:
@@ -270,6 +301,8 @@ class HostObserver:
         unit = self.services[cfg.name].units[unit_name]
         if unit.replaying and read.entry.ts is not None and read.entry.ts >= self.host_watch.watching_since:
             unit.replaying = False  # caught up: this entry was logged while the daemon watched
+        if cfg.name in self.serving:
+            self.serving[cfg.name].journal_entry(read.entry)
         by_systemd = read.entry.source == "systemd"
         changed = False
         if read.phase is not None:

@@ -24,8 +24,9 @@ from console.sim.engine_args import (
     time_scale_from,
     visible_devices,
 )
+from console.sim.stall import STALL_FAILURES
 
-FAILURES = ("nccl", "port", "kv", "cuda_graph", FAIL_RENDEZVOUS, FAIL_OOM_KILL)
+FAILURES = ("nccl", "port", "kv", "cuda_graph", FAIL_RENDEZVOUS, FAIL_OOM_KILL, *STALL_FAILURES)
 DEFAULT_PORT = 30000
 
 

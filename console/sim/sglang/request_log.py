@@ -9,7 +9,10 @@ level's length (2048 at the default level 2; levels 0 and 1 leave the text out).
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
+import time
 import uuid
 from typing import Any
 
@@ -62,6 +65,29 @@ class SglangHttp(EngineHttp):
         super().__init__(**kwargs)
         self.request_log = request_log
         self.level = request_level
+        self.stall: Any = None
+        """The planned stall (console/sim/stall.py), once READY."""
+
+    async def health(self, request: web.Request) -> web.Response:
+        """Since SGLang PR #8444 `/health` sends a one-token request and waits up to
+        SGLANG_HEALTH_CHECK_TIMEOUT (20 s) for the detokenizer: a blocked scheduler answers 503 then, with
+        its real error line. SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION=false makes it a plain 200."""
+        generating = os.environ.get("SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION", "true").lower() not in ("false", "0")
+        stall = self.stall
+        if not (self.ready and generating and stall is not None and (stall.engaged or stall.due())):
+            return await super().health(request)
+        tic = time.time()
+        try:
+            timeout_s = float(os.environ.get("SGLANG_HEALTH_CHECK_TIMEOUT") or 20)
+        except ValueError:
+            timeout_s = 20.0
+        await asyncio.sleep(timeout_s)
+        last = self.generator.last_output_at or tic
+        self.request_log.log(
+            f"Health check failed. Server couldn't get a response from detokenizer for last {int(timeout_s)} "
+            f"seconds. tic start time: {time.strftime('%H:%M:%S', time.localtime(tic))}. last_heartbeat time: "
+            f"{time.strftime('%H:%M:%S', time.localtime(last))}")
+        return web.Response(status=503)
 
     async def _body(self, request: web.Request) -> dict[str, Any]:
         try:

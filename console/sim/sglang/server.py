@@ -33,6 +33,7 @@ from console.sim.sglang.logfmt import EngineLog
 from console.sim.sglang.request_log import SglangHttp
 from console.sim.sglang.startup import SglangStartup
 from console.sim.sglang.worker_node import batch_logging_ranks, serve_as_worker_node
+from console.sim.stall import stall_from
 
 PROCESS_NAME = "sglang::scheduler"
 WARMUP_PROMPT = "The capital city of France is"
@@ -112,6 +113,11 @@ class SglangServer(SimServer):
         await self.warm_up(startup)
         http.ready = True
         self.log.log("The server is fired up and ready to roll!")
+        if (stall := stall_from(self.args.fail)) is not None:
+            stall.on_engage.append(lambda: startup.show_stall(stall.kind))
+            stall.on_end.append(startup.stall_ended)
+            generator.stall = http.stall = stall
+            stall.arm()
         # Serve until stopped, or until a batch waits on a lost node past the first of the timeouts.
         watchdog_s = min(self.args.watchdog_timeout_s, cluster.timeout_s)
         await cluster.watch_stall(lambda: generator.running > 0, watchdog_s)

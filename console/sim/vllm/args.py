@@ -25,11 +25,12 @@ from console.sim.engine_args import (
     time_scale_from,
     visible_devices,
 )
+from console.sim.stall import STALL_FAILURES
 
 VLLM_DEFAULT_PORT = 8000
 #: `no_token`: the engine starts and its HTTP answers (`/health` 200), but its scheduler never runs a step.
 FAIL_NO_TOKEN = "no_token"
-VLLM_FAILURES = ("port", "kv", "engine_dead", FAIL_NO_TOKEN, FAIL_RENDEZVOUS, FAIL_OOM_KILL)
+VLLM_FAILURES = ("port", "kv", "engine_dead", FAIL_NO_TOKEN, FAIL_RENDEZVOUS, FAIL_OOM_KILL, *STALL_FAILURES)
 #: vLLM's timeout for one execute_model or sample_tokens call on the workers (envs.py, default 300 s).
 EXECUTE_MODEL_TIMEOUT_ENV = "VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS"
 VLLM_VERSION = "0.32.0"

@@ -18,12 +18,14 @@ _BY_NAME = {family.name: family for family in FAMILIES}
 
 def vllm_metrics() -> Metrics:
     """Metrics whose histograms have the real vLLM's bounds."""
-    return Metrics.with_buckets(
+    metrics = Metrics.with_buckets(
         ttft=_BY_NAME["time_to_first_token_seconds"].buckets,
         tpot=_BY_NAME["inter_token_latency_seconds"].buckets,
         e2e=_BY_NAME["e2e_request_latency_seconds"].buckets,
         token_counts=_BY_NAME["request_prompt_tokens"].buckets,
     )
+    metrics.steps = Histogram(_BY_NAME["iteration_tokens_total"].buckets)
+    return metrics
 
 
 def _number(value: float) -> str:
@@ -49,6 +51,7 @@ def render_vllm_metrics(metrics: Metrics, model_name: str, cache_info: Mapping[s
         "e2e_request_latency_seconds": metrics.e2e,
         "request_prompt_tokens": metrics.request_prompt_tokens,
         "request_generation_tokens": metrics.request_generation_tokens,
+        "iteration_tokens_total": metrics.steps,
     }
     lines: list[str] = []
     for family in FAMILIES:

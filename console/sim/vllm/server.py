@@ -30,6 +30,7 @@ from console.sim.generation import Generator
 from console.sim.ledger import ProcLedger, ensure_inventory, read_inventory
 from console.sim.metrics import Metrics
 from console.sim.process import EngineExit, SimServer
+from console.sim.stall import stall_from
 from console.sim.vllm import failures as vllm_failures
 from console.sim.vllm import multinode
 from console.sim.vllm.args import FAIL_NO_TOKEN, parse_vllm_args
@@ -142,6 +143,11 @@ class SimVllm(SimServer):
         if args.fail == "engine_dead":
             await startup.at(startup.t + 3.0)
             await self.engine_dies(startup, http)
+        if (stall := stall_from(args.fail)) is not None:
+            stall.on_engage.append(lambda: startup.show_stall(stall.kind))
+            stall.on_end.append(startup.stall_ended)
+            generator.stall = stall
+            stall.arm()
         stats = asyncio.create_task(self.log_stats(metrics, report.max_total_num_tokens))
         try:  # serve until stopped, or until a step waits on a lost node past the first of the timeouts
             await cluster.watch_stall(lambda: generator.running > 0, min(args.watchdog_timeout_s, cluster.timeout_s))
@@ -176,14 +182,15 @@ class SimVllm(SimServer):
         raise EngineExit(0)
 
     async def log_stats(self, metrics: Metrics, kv_tokens: int) -> None:
-        """vLLM's periodic stats line, while requests run or just after (it stays quiet when idle)."""
+        """vLLM's periodic stats line while tokens flow, and one all-zero line after (loggers.py logs at DEBUG
+        when this and the previous interval's throughputs are all 0: a stall falls as silent as idle)."""
         last_prompt, last_gen, was_busy = metrics.prompt_tokens_total, metrics.generation_tokens_total, False
         while True:
             await asyncio.sleep(STATS_INTERVAL_S)
             prompt_rate = (metrics.prompt_tokens_total - last_prompt) / STATS_INTERVAL_S
             gen_rate = (metrics.generation_tokens_total - last_gen) / STATS_INTERVAL_S
             last_prompt, last_gen = metrics.prompt_tokens_total, metrics.generation_tokens_total
-            busy = bool(prompt_rate or gen_rate or metrics.num_running_reqs)
+            busy = bool(prompt_rate or gen_rate)
             if busy or was_busy:
                 self.log.info(
                     self.log.api,

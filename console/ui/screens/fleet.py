@@ -27,7 +27,7 @@ class FleetScreen(ReachesConsole, Screen[None]):
         hosts = app.hosts
 
         async def fetch(name: str) -> HostSummary:
-            return await host_summary(hosts[name], app.clock, audit=app.audit)
+            return await host_summary(hosts[name], app.clock, audit=app.audit, serving=app.serving)
 
         fetch_all = None
         if app.config.fleet is not None:

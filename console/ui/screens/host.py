@@ -76,7 +76,7 @@ class HostScreen(ReachesConsole, NotifiesWorkerErrors, HostChanges, Screen[None]
             gpu_pane, service_pane = self.query_one(GpuPane), self.query_one(ServicePane)
             fresh, service_pane.fresh_health = service_pane.fresh_health, False
             return await service_view(host, service, fits=fits, audit=audit, snapshot=gpu_pane.snapshot,
-                                      fresh_health=fresh)
+                                      fresh_health=fresh, serving=app.serving)
 
         yield Header()
         with Horizontal(id="top"):

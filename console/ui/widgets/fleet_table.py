@@ -138,6 +138,8 @@ class FleetTable(NotifiesWorkerErrors, DataTable):
             mem = "-"
         health_style = s("fleet--bad") if shown.failed else s("fleet--ok") if shown.health == "ready" else ""
         health = cell(shown.health if not shown.failed else failed_health(shown.health), health_style)
+        if shown.stalled:  # processes alive, /health maybe 200, no progress: said before the health
+            health = cell(f"STALLED {', '.join(shown.stalled)} · {shown.health}", s("fleet--bad"))
         if not summary.reachable:
             health = cell(summary.error or "unreachable", s("fleet--bad"))
         # A str cell is markup to a DataTable: every cell a host's words reach is a sanitised Text.

@@ -246,6 +246,8 @@ class ServicePane(NotifiesWorkerErrors, Widget):
         for orphan in view.orphans:  # a node's unit runs on while the head runs nothing: it holds its GPUs
             label("orphan")
             self._wrapped(out, shown(orphan), s("service--bad"))
+        if view.serving is not None and view.serving.state == "stalled":
+            self._stalled_rows(view.serving, label, out, s)
         label("phase")  # its own row: a health reading with its age leaves no room beside it
         # another program answering a service that does not run is FAILED, whatever the journal said last
         phase = Phase.FAILED if view.phase == Phase.FAILED else self.phase_override or view.phase
@@ -272,6 +274,27 @@ class ServicePane(NotifiesWorkerErrors, Widget):
             if n:
                 out.append(" " * LABEL_W)
             out.append(line[first:] if n == 0 else line, style=style)
+            out.append("\n")
+
+    def _stalled_rows(self, verdict, label, out, s) -> None:
+        """STALLED since when, why, and which ranks (docs/stalls.md); the reason and ranks are our words
+        over host figures, shown inert."""
+        import time as _time
+
+        label("serving")
+        since = _time.strftime("%H:%M:%S", _time.localtime(verdict.since))
+        out.append("STALLED ", style=s("service--bad"))
+        out.append(f"since {since} ({age_text(self.clock() - verdict.since)})", style=s("service--bad"))
+        out.append("\n")
+        label("pending")
+        out.append(verdict.pending.words(), style=s("service--warn"))
+        out.append("\n")
+        label("")
+        out.append(shown(verdict.reason))
+        out.append("\n")
+        if verdict.ranks_words:
+            label("ranks")
+            out.append(shown(verdict.ranks_words), style=s("service--warn"))
             out.append("\n")
 
     def recovery_keys(self) -> str:

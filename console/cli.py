@@ -29,6 +29,7 @@ COMMANDS = {
     "demo": "console.commands.demo",
     "fit": "console.commands.fit",
     "triage": "console.commands.triage",
+    "replay": "console.commands.replay",
     "stop": "console.commands.stop",
     "restart": "console.commands.restart",
     "fleet": "console.commands.fleet",

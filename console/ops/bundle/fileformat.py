@@ -140,10 +140,12 @@ def redact_hosts(bundle: Bundle, out: Path) -> int:
     aliases: dict[str, str] = {}
     for name in host_names(bundle):
         aliases[name] = f"192.0.2.{len(aliases) + 1}" if _is_ip(name) else f"host-{len(aliases) + 1}"
-    pattern = re.compile("|".join(re.escape(n) for n in aliases)) if aliases else None
+    # whole names only: `gpu-node-1` is not the start of `gpu-node-10`, `demo` not of `demonstrate`
+    names = "|".join(re.escape(n) for n in aliases)
+    pattern = re.compile(rf"(?<![\w.])(?:{names})(?!\w)") if aliases else None
 
     def ip(m: re.Match[str]) -> str:
-        if not _is_ip(m.group(0)) or m.group(0).startswith("192.0.2."):
+        if not _is_ip(m.group(0)) or m.group(0).startswith("192.0.2.") or ipaddress.ip_address(m.group(0)).is_loopback:
             return m.group(0)
         return aliases.setdefault(m.group(0), f"192.0.2.{len(aliases) + 1}")
 

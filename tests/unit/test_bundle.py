@@ -130,3 +130,60 @@ def test_a_bad_bundle_is_one_line_and_exit_2(tmp_path, capsys, name, content, sa
     assert err.count("\n") == 1 and err.startswith(f"serve-console: {path}") and says in err, err
     if content is not None:  # triage reads a gzip'd file as a bundle, and says the same
         assert run_cli(capsys, "triage", str(path))[0] == 2
+
+
+class _Services:
+    """A host's journal and states, as a bundle reads them: entries at the times given."""
+
+    def __init__(self, stamps: list[float]) -> None:
+        self.stamps = stamps
+
+    async def journal(self, unit, *, after_cursor=None, follow=True, lines=None):
+        from console.domain.models import JournalEntry
+
+        for n, ts in enumerate(self.stamps):
+            yield JournalEntry(cursor=str(n), ts=ts, unit=unit, message=f"line at {ts:.0f}")
+
+    async def state(self, unit):
+        raise OSError("no answer")  # a state that cannot be read is written down as such
+
+
+async def test_the_journal_window_comes_from_the_hosts_config(tmp_path) -> None:
+    import dataclasses
+    import time
+    from types import SimpleNamespace
+
+    from console.config import demo_config_path, load_config
+    from console.ops.bundle import Incident, write_bundle
+
+    demo = load_config(demo_config_path()).hosts[0]
+    service = demo.services[0]
+    verdict = time.time() - 300
+    stamps = [verdict - 700, verdict - 500, verdict + 60, verdict + 200]
+    for before_s, after_s, kept in ((600.0, 120.0, [verdict - 500, verdict + 60]), (100.0, 30.0, [])):
+        cfg = dataclasses.replace(demo, bundle_before_s=before_s, bundle_after_s=after_s)
+        host = SimpleNamespace(name=cfg.name, config=cfg, services=_Services(stamps))
+        path = tmp_path / f"{before_s}.jsonl.gz"
+        incident = Incident(kind="cuda_oom", reason="r", unit=None, started_at=verdict - 5, verdict_at=verdict)
+        await write_bundle(host, service, incident, path, events=[], result={}, card=[], headline="h",
+                           evidence=None, before_s=cfg.bundle_before_s, after_s=cfg.bundle_after_s)
+        bundle = read_bundle(path)
+        journal = {r["ts"] for r in bundle.timeline if r["record"] == "journal"}
+        assert journal == set(kept) if kept else not journal
+        assert bundle.header["window"]["before_s"] == before_s
+        states = [r for r in bundle.timeline if r["record"] == "unit_state"]
+        assert states and all(r["error"] == "no answer" for r in states)
+
+
+def test_the_window_is_read_from_hosts_toml(tmp_path) -> None:
+    from console.config import load_config
+    from console.errors import ConsoleError
+
+    path = tmp_path / "hosts.toml"
+    minimal = (Path(__file__).parent.parent / "fixtures" / "configs" / "minimal.toml").read_text()
+    path.write_text("[hosts.gpu-node-1]\nbundle_before_s = 1200\n" + minimal)
+    host = load_config(path).hosts[0]
+    assert (host.bundle_before_s, host.bundle_after_s) == (1200.0, 120.0)
+    path.write_text(path.read_text().replace("1200", "-1"))
+    with pytest.raises(ConsoleError, match="bundle_before_s"):
+        load_config(path)

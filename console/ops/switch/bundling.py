@@ -45,6 +45,7 @@ async def with_bundle(host: Host, service: ServiceConfig, result: SwitchResult, 
         card = [{"label": r.label, "value": r.value, "tone": r.tone} for r in failure_rows(done)]
         await asyncio.wait_for(write_bundle(host, service, incident, path, events=recorder.events,
                                             result=done.to_json(), card=card, headline=headline(done),
-                                            evidence=done.evidence), WRITE_DEADLINE_S)
+                                            evidence=done.evidence, before_s=host.config.bundle_before_s,
+                                            after_s=host.config.bundle_after_s), WRITE_DEADLINE_S)
         return done
     return result

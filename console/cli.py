@@ -30,6 +30,7 @@ COMMANDS = {
     "fit": "console.commands.fit",
     "predict": "console.commands.predict",
     "triage": "console.commands.triage",
+    "replay": "console.commands.replay",
     "stop": "console.commands.stop",
     "restart": "console.commands.restart",
     "fleet": "console.commands.fleet",

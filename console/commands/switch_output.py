@@ -36,7 +36,7 @@ def print_refused(host: str, service: str, layout: str, reason: str) -> None:
 
 
 #: Rows the verdict's own sentence already says, or that belong to the card only.
-_SAID = {"layout", "cause", "reason", "verdict", "fits", "evidence"}
+_SAID = {"layout", "cause", "reason", "verdict", "fits", "evidence", "bundle"}
 
 
 def failure_words(result: SwitchResult) -> list[str]:
@@ -82,6 +82,8 @@ def verdict_lines(result: SwitchResult) -> list[str]:
         out.append(f"  detected {detected} after the decisive log line or state change")
     if result.evidence is not None:
         out.append(f"  evidence: {result.evidence}")
+    if result.bundle is not None:
+        out.append(f"  bundle: {result.bundle} (serve-console replay BUNDLE)")
     back = result.rollback
     if back is not None:
         back_detected = f"{back.detected_after_s:.2f} s" if back.detected_after_s is not None else "?"

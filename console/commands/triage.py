@@ -12,6 +12,9 @@ A log that holds several starts of the unit (systemd's `Started ...`, or the eng
 again) is read start by start: the decisive finding is the last start's, and the exit code says how
 the last start ended; every finding is still listed, with its start, and each earlier start's own
 cause is named in one line. No finding of one start explains another's.
+
+An incident bundle (docs/bundle.md) is read as the failed start's journal: the lines of its unit on
+every node, in time order, up to its rollback; its engine is the bundle's.
 """
 
 from __future__ import annotations
@@ -66,6 +69,9 @@ def run(args: argparse.Namespace) -> int:
             sys.stderr.write("triage: name a log file, or pipe one in (journalctl -u UNIT | serve-console triage)\n")
             return 2
         path = "-"
+    bundle = _bundle_or_none(path)
+    if bundle is not None and args.engine is None:
+        args.engine = bundle.header.get("engine")
     engine = Engine(args.engine) if args.engine else None
     triager = Triager(engine)
     tracker = PhaseTracker(engine) if engine else None
@@ -75,8 +81,8 @@ def run(args: argparse.Namespace) -> int:
     starts: list[tuple[int, int]] = [(0, 1)]  # (seq, line number) where each start began
     lines = 0
     try:
-        with _open(path) as stream:
-            for number, line in _lines(stream):
+        with _open(path) if bundle is None else nullcontext(None) as stream:
+            for number, line in _lines(stream) if stream is not None else _bundle_lines(bundle):
                 lines = number
                 if _TAIL_MARK.match(line):
                     continue  # `serve-console tail`'s mark of a finding on the line above: tail's words, not the log's
@@ -101,6 +107,8 @@ def run(args: argparse.Namespace) -> int:
     # An exception its writer went on serving after is a note, not what ended the engine.
     findings = [triager.revised.get(f.seq, f) if f.seq is not None else f for f in findings]
     top = triager.decisive()  # the last start's
+    if bundle is not None and not args.json:
+        _print_bundle(bundle)
     if args.json:
         _print_json(top, findings, where, starts)
     else:
@@ -213,6 +221,52 @@ def guess_engine(line: str) -> Engine | None:
     if "server_args=ServerArgs(" in line or "Init torch distributed begin" in line or "sglang" in line:
         return Engine.SGLANG
     return None
+
+
+def _bundle_or_none(path: str) -> Any:
+    """The bundle at `path`, when the file is one (gzip's magic); None for a plain log.
+
+    Raises:
+        BundleError: a gzip file that is not a whole bundle (one line naming the file).
+    """
+    from pathlib import Path
+
+    if path == "-":
+        return None
+    try:
+        with open(path, "rb") as probe:
+            magic = probe.read(2)
+    except OSError:
+        return None  # the log's own open says why, as for any log
+    if magic != b"\x1f\x8b":
+        return None
+    from console.ops.bundle import read_bundle
+
+    return read_bundle(Path(path))
+
+
+def _bundle_lines(bundle: Any) -> Iterator[tuple[int, str]]:
+    """The failed start's journal in a bundle: its unit's lines on every node, in time order, until its
+    rollback began (the rollback's own start is another story)."""
+    incident = bundle.incident
+    unit, until = incident.get("unit"), incident.get("ended_at")
+    number = 0
+    for record in bundle.timeline:
+        if record["record"] != "journal" or (unit and record.get("unit") != unit):
+            continue
+        if until is not None and record["ts"] >= until:
+            break
+        number += 1
+        yield number, str(record.get("message", ""))
+
+
+def _print_bundle(bundle: Any) -> None:
+    from console.domain.text import shown
+
+    incident, verdict = bundle.incident, bundle.verdict() or {}
+    live = (verdict.get("failure") or {}).get("class") or verdict.get("outcome") or "?"
+    print(shown(f"bundle {bundle.path}: {incident.get('unit')} on {bundle.header.get('host')}; "
+                f"the console said {live}: {incident.get('reason', '')}"))
 
 
 def _open(path: str) -> AbstractContextManager[IO[bytes]]:

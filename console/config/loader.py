@@ -30,7 +30,8 @@ TOP_KEYS = ("console", "hosts", "fleet", "watch")
 CONSOLE_KEYS = ("theme", "line_cap", "history_s", "refresh_s", "readonly", "keys")
 SSH_KEYS = ("address", "user", "port", "identity", "known_hosts", "ssh_config", "trust_on_first_use",
             "connect_timeout_s")
-HOST_KEYS = ("transport", *SSH_KEYS, "gpus", "dcgm_url", "gpu_count", "gpu_mem_gib", "time_scale", "sim", "services")
+HOST_KEYS = ("transport", *SSH_KEYS, "gpus", "dcgm_url", "gpu_count", "gpu_mem_gib", "time_scale", "sim", "services",
+             "bundle_before_s", "bundle_after_s")
 SIM_KEYS = ("gpu_count", "gpu_total_mib", "gpu_name", "time_scale")
 TRANSPORTS = ("ssh", "local", "sim")
 GPU_SOURCES = {"ssh": ("nvidia-smi", "dcgm", "none"), "local": ("nvidia-smi", "nvml", "dcgm", "none"),
@@ -198,6 +199,8 @@ def _parse_host(table: Table, name: str, base_dir: Path) -> HostConfig:
         ssh_config=_local_path(table, "ssh_config", base_dir),
         trust_on_first_use=table.flag("trust_on_first_use"),
         connect_timeout_s=table.number("connect_timeout_s", 10.0, above=0.0, maximum=3600.0),  # type: ignore[arg-type]
+        bundle_before_s=table.number("bundle_before_s", 600.0, above=0.0, maximum=86_400.0),  # type: ignore[arg-type]
+        bundle_after_s=table.number("bundle_after_s", 120.0, above=0.0, maximum=86_400.0),  # type: ignore[arg-type]
         sim=sim,
         services=tuple(services),
         line=table.line,

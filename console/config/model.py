@@ -168,6 +168,10 @@ class HostConfig:
     trust_on_first_use: bool = False
     """Accept and record an unknown host key. Off by default: unknown keys are refused."""
     connect_timeout_s: float = 10.0
+    bundle_before_s: float = 600.0
+    """An incident bundle (docs/bundle.md) holds the journal from this long before the incident ..."""
+    bundle_after_s: float = 120.0
+    """... to this long after it (or to the bundle's writing, whichever comes first)."""
     sim: SimConfig | None = None
     services: tuple[ServiceConfig, ...] = ()
     node_of: tuple[ServiceConfig, ...] = ()

@@ -19,6 +19,7 @@ from console.ops.evidence.folder import (
     TIMED_OUT,
     UNAVAILABLE,
     evidence_root,
+    folder_name,
     latest_for,
 )
 from console.ops.evidence.incident import Incident, evidence_before, incident_of
@@ -35,6 +36,7 @@ __all__ = [
     "EVIDENCE_DEADLINE_S",
     "evidence_before",
     "evidence_root",
+    "folder_name",
     "FORMAT",
     "Incident",
     "incident_of",

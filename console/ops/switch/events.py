@@ -135,6 +135,8 @@ class SwitchResult:
     """... to the first token of a streamed one-token completion (`first_token_check`)."""
     evidence: str | None = None
     """The incident's evidence folder (ops/evidence), when the service was in one or this start failed."""
+    bundle: str | None = None
+    """The incident bundle of a failed start (ops/bundle, docs/bundle.md), when one was written."""
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -164,6 +166,7 @@ class SwitchResult:
             "rollback": None,
             "audit_id": self.audit_id,
             "evidence": self.evidence,
+            "bundle": self.bundle,
         }
         if self.rollback is not None:
             nested = self.rollback.to_json()

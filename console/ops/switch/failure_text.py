@@ -142,6 +142,8 @@ def failure_rows(
         rows.append(FailureRow("verdict", f"{result.detected_after_s:.2f}s after the decisive journal entry"))
     if result.evidence is not None:
         rows.append(FailureRow("evidence", result.evidence))
+    if result.bundle is not None:
+        rows.append(FailureRow("bundle", result.bundle))
     if fits_instead:
         rows.append(FailureRow("fits", ", ".join(fits_instead), OK))
     if todo := advice(result, fits_instead, pick):

@@ -30,6 +30,7 @@ from console.ops.evidence import EVIDENCE_DEADLINE_S, Evidence, collect_evidence
 from console.ops.fit_check import fit_layout, host_capacity, layouts_that_fit
 from console.ops.ranks import ALIVE, group_state, node_health
 from console.ops.status import layout_of_unit, running_layout, unit_states
+from console.ops.switch.bundling import EventRecorder, with_bundle
 from console.ops.switch.events import (
     FAILED,
     READY,
@@ -96,7 +97,8 @@ async def switch_layout(
             other switch is refused while an explore of the service runs (ops/service_locks.py).
     """
     svc, layout = resolve(host, service, layout_name)
-    run = _Switch(host, svc, audit, on_event or (lambda _e: None), timeout_s, state_poll_s, health_poll_s)
+    recorder = EventRecorder(on_event or (lambda _e: None))  # a failed start's bundle holds its events
+    run = _Switch(host, svc, audit, recorder, timeout_s, state_poll_s, health_poll_s)
     t0 = time.monotonic()
     try:
         async with switch_locks(host, svc, within_explore=within_explore):
@@ -105,6 +107,8 @@ async def switch_layout(
         reason = str(exc)
         from_layout = await run.running_layout_or_none()
         result = run.refused(layout, reason, force, elapsed_s=time.monotonic() - t0, from_layout=from_layout)
+    if not within_explore:  # an explore's failed tries are its answers, not incidents
+        result = await with_bundle(host, svc, result, recorder)
     run.emit(ResultEvent(layout=result.layout, elapsed_s=result.elapsed_s, result=result))
     return result
 

@@ -190,6 +190,22 @@ async def status_verdict(host: Host, service: ServiceConfig, st: ServiceStatus, 
     verdict = verdict_for(st, scrapes, memory, entries=entries, stall_after_s=service_stall_after(service))
     if memories is not None:
         memories.put(st.host, st.service, verdict.memory)
+    return await keep_stall_evidence(host, service, verdict, st.active_unit)
+
+
+async def keep_stall_evidence(host: Host, service: ServiceConfig, verdict: ServingVerdict,
+                              unit: str | None) -> ServingVerdict:
+    """A stalled verdict with its evidence (ops/evidence), collected once per stall: a restart would
+    destroy the stacks, RAS's view and the GPUs' clocks. The stall's start is its key, so the next
+    reading of the same stall finds the same folder. Evidence that cannot be had leaves the verdict."""
+    if verdict.state != STALLED or verdict.evidence:
+        return verdict
+    from console.ops.evidence import collect_evidence
+
+    with contextlib.suppress(Exception):
+        evidence = await collect_evidence(host, service, verdict.reason, kind="stalled", unit=unit,
+                                          key=f"stall:{unit}:{verdict.since:.0f}", since=verdict.since)
+        return dataclasses.replace(verdict, evidence=str(evidence.path))
     return verdict
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -16,11 +17,11 @@ from console.config import ServiceConfig
 from console.domain.fit import FitResult, expected_used_mib
 from console.domain.layout import gpus_used
 from console.domain.models import GpuSnapshot, HealthSample, Phase, UnitState
-from console.domain.progress import ServingVerdict
+from console.domain.progress import STALLED, ServingVerdict
 from console.hosts.base import Host
 from console.hosts.endpoints import metrics_reader
 from console.ops.ranks import ALIVE, DEAD
-from console.ops.serving import ServingWatch, name_ranks
+from console.ops.serving import ServingWatch, keep_stall_evidence, name_ranks
 from console.ops.status import FOREIGN, ServiceStatus, service_status
 
 if TYPE_CHECKING:
@@ -96,6 +97,8 @@ class ServingCache:
 
     def __init__(self) -> None:
         self._watches: dict[tuple[str, str], ServingWatch] = {}
+        # each stall's evidence, kept in the background so that no poll waits on it: (host, service, since)
+        self._evidence: dict[tuple[str, str, float], asyncio.Task[ServingVerdict]] = {}
 
     def watch(self, host: str, service: ServiceConfig) -> ServingWatch:
         key = (host, service.name)
@@ -114,12 +117,23 @@ class ServingCache:
             with contextlib.suppress(Exception):  # no reading: the verdict stands on what else it has
                 async with asyncio.timeout(5):
                     scrapes.append(await reader.scrape())
-        verdict = self.watch(host.name, service).observe(status, scrapes, probe)
-        return name_ranks(verdict, status.gpus)
+        verdict = name_ranks(self.watch(host.name, service).observe(status, scrapes, probe), status.gpus)
+        if verdict.state != STALLED:
+            return verdict
+        key = (host.name, service.name, verdict.since)
+        task = self._evidence.get(key)
+        if task is None:
+            task = self._evidence[key] = asyncio.create_task(
+                keep_stall_evidence(host, service, verdict, status.active_unit), name=f"evidence-{service.name}")
+        if task.done() and not task.cancelled() and task.exception() is None:
+            verdict = dataclasses.replace(verdict, evidence=task.result().evidence)
+        return verdict
 
     def close(self) -> None:
         for watch in self._watches.values():
             watch.close()
+        for task in self._evidence.values():
+            task.cancel()
 
 
 class FitCache:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 from pathlib import Path
 
 import aiohttp
@@ -88,7 +89,12 @@ async def test_all_ranks_spinning_is_stalled_while_health_answers_200(sim_hosts,
     # the verdict comes from progress: the engine's process is running or sleeping, never stopped (T)
     assert proc_state in "RS"
     doc = verdict.to_json()
-    assert doc["pending"]["running"] == 1 and doc["evidence"] is None
+    assert doc["pending"]["running"] == 1
+    # the stall's evidence is kept at its verdict, before anything restarts it (item 4)
+    manifest = json.loads((Path(doc["evidence"]) / "manifest.json").read_text())
+    assert manifest["kind"] == "stalled" and manifest["trigger"] == "verdict"
+    parts = {part["name"]: part["status"] for part in manifest["parts"]}
+    assert parts["metrics"] == "ok" and parts["journal"] == "ok" and "stacks" in parts
     assert "vllm:generation_tokens_total" in doc["reason"]
     assert doc["ranks"] == [] and "all ranks look alike" in (verdict.ranks_words or "")
     assert serving_line(verdict).startswith("serving: STALLED, no progress for ")

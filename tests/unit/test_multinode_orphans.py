@@ -4,13 +4,13 @@ several hosts stops the nodes it started, also when there is nothing to roll bac
 
 from __future__ import annotations
 
-import asyncio
+import contextlib
 import os
 import signal
-import time
 
 import pytest
 from test_multinode import cluster  # noqa: F401 (the fixture)
+from waiting import WaitTimeout, await_for
 
 from console.commands.status import _print_human, _print_nodes
 from console.ops.status import service_status
@@ -21,12 +21,16 @@ UNIT = "sglang-k26x2@tp16.service"
 
 
 async def wait_for(read, ok, timeout_s: float = 30.0):
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = await read()
-        if ok(value) or time.monotonic() > deadline:
-            return value
-        await asyncio.sleep(0.1)
+    """The value `read()` gives once `ok` holds of it, or the last one seen at the deadline."""
+    last = []
+
+    async def holds():
+        last[:] = [await read()]
+        return ok(last[0])
+
+    with contextlib.suppress(WaitTimeout):
+        await await_for(holds, "a value that holds", timeout_s=timeout_s)
+    return last[0]
 
 
 async def test_a_worker_whose_head_died_is_named_by_status_and_the_pane(cluster, capsys) -> None:  # noqa: F811

@@ -16,9 +16,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from sim_fixtures import free_port
-from test_cli_headless import cli, demo_env, json_lines  # noqa: F401 (demo_env is a fixture)
-from test_sim_vllm import qwen_host
+from headless_cli import cli, demo_env, json_lines  # noqa: F401 (demo_env is a fixture)
+from sim_fixtures import free_port, qwen_host
 from waiting import await_for
 
 from console.config import LayoutConfig

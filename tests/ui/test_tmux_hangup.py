@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 import pytest
-from test_tmux import BIN, Tmux, engine_pids
+from tmux_driver import BIN, Tmux, engine_pids
 from waiting import wait_until
 
 pytestmark = [

@@ -5,64 +5,17 @@ is named; stop and restart act on every node."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 
 import pytest
-from sim_fixtures import EXIT_PATH_S, KIMI, engine_pids, free_port
-from waiting import WaitTimeout, await_for
+from waiting import await_for
 
-from console.config import parse_config
-from console.factory import open_hosts
 from console.ops.status import service_status
 from console.ops.switch import READY, StepEvent, restart_service, stop_service, switch_layout
 from console.ops.watch import rank_liveness
 
 TIMEOUT = "timeout"
-
-CONFIG = """
-[hosts.demo-a]
-transport = "sim"
-gpus = "sim"
-time_scale = 0.02
-[hosts.demo-a.sim]
-gpu_count = 8
-gpu_total_mib = 97887
-[hosts.demo-b]
-transport = "sim"
-gpus = "sim"
-time_scale = 0.02
-[hosts.demo-b.sim]
-gpu_count = 8
-gpu_total_mib = {worker_mib}
-
-[hosts.demo-a.services.k26]
-engine = "sglang"
-url = "http://127.0.0.1:{port}"
-template = "sglang-k26x2@.service"
-model_config = "{model}"
-nodes = ["demo-a", "demo-b"]
-dist_port = {dist}
-ras_port = {ras}
-layouts = [{{ name = "TP16", args = "--tp-size 16", nodes = 2 }}, {{ name = "PP2 TP8", args = "--tp-size 8 --pp-size 2", nodes = 2 }}, "TP8"]
-"""
-
-
-@pytest.fixture
-async def cluster(tmp_path, request):
-    worker_mib = getattr(request, "param", 97887)  # a smaller worker GPU: its own OOM
-    text = CONFIG.format(port=free_port(), model=KIMI, dist=free_port(), ras=free_port(), worker_mib=worker_mib)
-    config = parse_config(text.encode(), "hosts.toml", base_dir=tmp_path)
-    hosts = open_hosts(config, state_dir=tmp_path)
-    yield hosts
-    for host in hosts:
-        await host.services.stop_all()
-        await host.close()
-    with contextlib.suppress(WaitTimeout):
-        await await_for(lambda: not engine_pids(tmp_path), "the engines to exit", timeout_s=EXIT_PATH_S)
-    assert engine_pids(tmp_path) == []
-
 
 async def group_within(head, service, state: str, timeout_s: float = 30.0):
     """The service's status once its group is `state` (how soon is bench/dead_rank.py's figure)."""

@@ -6,57 +6,13 @@ import contextlib
 import os
 import shutil
 import signal
-import subprocess
 from pathlib import Path
 
 import pytest
-from waiting import WaitTimeout, wait_for, wait_until
-
-REPO = Path(__file__).resolve().parents[2]
-BIN = REPO / ".venv" / "bin" / "serve-console"
+from tmux_driver import BIN, Tmux, engine_pids
+from waiting import wait_until
 
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed (.ci/run installs it)")
-
-
-class Tmux:
-    def __init__(self, socket: str) -> None:
-        self.socket = socket
-
-    def __call__(self, *args: str, check: bool = True) -> str:
-        done = subprocess.run(["tmux", "-L", self.socket, "-f", "/dev/null", *args], capture_output=True, text=True, timeout=10)
-        if check and done.returncode != 0:
-            raise AssertionError(f"tmux {' '.join(args)}: {done.stderr.strip()}")
-        return done.stdout
-
-    def screen(self) -> str:
-        return self("capture-pane", "-p", "-t", "console", check=False)
-
-    def wait_for(self, *needles: str, timeout_s: float = 40.0) -> str:
-        last = {"text": ""}
-
-        def shown() -> str | None:
-            last["text"] = text = self.screen()
-            return text if all(n in text for n in needles) else None
-
-        try:
-            return wait_for(shown, f"{needles!r} on the screen", timeout_s=timeout_s, interval_s=0.2)
-        except WaitTimeout as exc:
-            raise WaitTimeout(f"{exc}:\n{last['text']}") from None
-
-
-def engine_pids(state_dir: Path) -> list[int]:
-    """Processes started for this state dir (supervisors and engines) that are still alive."""
-    pids = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            environ = (proc / "environ").read_bytes()
-        except OSError:
-            continue
-        if f"SERVE_CONSOLE_STATE_DIR={state_dir}".encode() in environ and int(proc.name) != os.getpid():
-            pids.append(int(proc.name))
-    return pids
 
 
 def test_demo_in_tmux_shows_oom_line_and_card(tmp_path: Path) -> None:

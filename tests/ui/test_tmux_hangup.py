@@ -20,7 +20,8 @@ import time
 from pathlib import Path
 
 import pytest
-from test_tmux import BIN, Tmux, engine_pids
+from tmux_driver import BIN, Tmux, engine_pids
+from waiting import wait_until
 
 pytestmark = [
     pytest.mark.slow,
@@ -91,9 +92,7 @@ def one_kill(i: int, moment: str, root: Path, rng: random.Random) -> str | None:
                     tmux("send-keys", "-t", "console", "y")
                 time.sleep(rng.uniform(0.0, 1.5))
         tmux("kill-server", check=False)
-        deadline = time.monotonic() + EXIT_GUARD_S
-        while (alive(pid) or engine_pids(state)) and time.monotonic() < deadline:
-            time.sleep(0.1)
+        wait_until(lambda: not (alive(pid) or engine_pids(state)), timeout_s=EXIT_GUARD_S)
         left = ([pid] if alive(pid) else []) + engine_pids(state)
         if not left:
             return None

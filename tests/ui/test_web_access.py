@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 from pathlib import Path
 
 import aiohttp
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
+from waiting import await_for
 from web_fakes import TOKEN, stand_in_server
 
 from console.cli import main
@@ -186,10 +186,8 @@ async def test_a_cookie_is_short_lived_worth_one_session_and_revoked_when_it_end
     assert len(client.server_under_test.sessions) == 1
     await ws.close()
     server = client.server_under_test
-    for _ in range(200):  # the session ends on the server's side once the app has exited
-        if not server.sessions:
-            break
-        await asyncio.sleep(0.05)
+    # the session ends on the server's side once the app has exited
+    await await_for(lambda: not server.sessions, "the session to end on the server's side", timeout_s=30)
     assert not server.sessions
     assert (await client.get("/", allow_redirects=False)).status == 401  # revoked with its session
     with pytest.raises(aiohttp.WSServerHandshakeError) as after:

@@ -13,6 +13,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
+from waiting import WaitTimeout, await_for
 from web_fakes import TOKEN
 
 from console.ops.web_sessions import WebSessionLog
@@ -52,13 +53,10 @@ async def web(tmp_path: Path):
 
 
 async def _until(predicate, timeout_s: float = 30.0) -> bool:
-    loop = asyncio.get_running_loop()
-    end = loop.time() + timeout_s
-    while loop.time() < end:
-        if predicate():
-            return True
-        await asyncio.sleep(0.05)
-    return predicate()
+    try:
+        return bool(await await_for(predicate, "a condition", timeout_s=timeout_s))
+    except WaitTimeout:
+        return bool(predicate())
 
 
 def _recorded(client) -> str:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import aiohttp
 import pytest
+from waiting import WaitTimeout, await_for
 from web_fakes import TOKEN, stand_in_server
 
 from console.ui.web.server import serve
@@ -32,13 +33,10 @@ def _closed(reader: asyncio.StreamReader) -> bool:
 
 
 async def _until(predicate, timeout_s: float = 30.0) -> bool:
-    loop = asyncio.get_running_loop()
-    end = loop.time() + timeout_s
-    while loop.time() < end:
-        if await predicate():
-            return True
-        await asyncio.sleep(0.05)
-    return await predicate()
+    try:
+        return bool(await await_for(predicate, "a condition", timeout_s=timeout_s))
+    except WaitTimeout:
+        return bool(await predicate())
 
 
 async def _slowloris(where: int, count: int) -> list[tuple[asyncio.StreamReader, asyncio.StreamWriter]]:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 
 import pytest
+from waiting import await_for
 
 from console.domain.alerts import (
     ENGINE_FAILED,
@@ -197,9 +197,4 @@ async def test_a_wall_clock_step_back_neither_stops_the_resends_nor_ends_the_ale
 
 
 async def until(predicate, timeout_s: float = 30.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError(f"timed out waiting for {what}")
+    await await_for(predicate, what, timeout_s=timeout_s)

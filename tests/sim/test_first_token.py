@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from sim_fixtures import free_port
-from test_sim_vllm import qwen_host
+from sim_fixtures import free_port, qwen_host
 
 from console.config import LayoutConfig
 from console.domain.layout import parse_layout

@@ -4,13 +4,12 @@ several hosts stops the nodes it started, also when there is nothing to roll bac
 
 from __future__ import annotations
 
-import asyncio
+import contextlib
 import os
 import signal
-import time
 
 import pytest
-from test_multinode import cluster  # noqa: F401 (the fixture)
+from waiting import WaitTimeout, await_for
 
 from console.commands.status import _print_human, _print_nodes
 from console.ops.status import service_status
@@ -21,15 +20,19 @@ UNIT = "sglang-k26x2@tp16.service"
 
 
 async def wait_for(read, ok, timeout_s: float = 30.0):
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = await read()
-        if ok(value) or time.monotonic() > deadline:
-            return value
-        await asyncio.sleep(0.1)
+    """The value `read()` gives once `ok` holds of it, or the last one seen at the deadline."""
+    last = []
+
+    async def holds():
+        last[:] = [await read()]
+        return ok(last[0])
+
+    with contextlib.suppress(WaitTimeout):
+        await await_for(holds, "a value that holds", timeout_s=timeout_s)
+    return last[0]
 
 
-async def test_a_worker_whose_head_died_is_named_by_status_and_the_pane(cluster, capsys) -> None:  # noqa: F811
+async def test_a_worker_whose_head_died_is_named_by_status_and_the_pane(cluster, capsys) -> None:
     head, worker = cluster
     service = head.config.services[0]
     assert (await switch_layout(head, service, "TP16", timeout_s=60)).outcome == READY
@@ -52,7 +55,7 @@ async def test_a_worker_whose_head_died_is_named_by_status_and_the_pane(cluster,
 
 
 @pytest.mark.parametrize("cluster", [40960], indirect=True)
-async def test_a_failed_start_with_nothing_to_roll_back_to_stops_every_node(cluster) -> None:  # noqa: F811
+async def test_a_failed_start_with_nothing_to_roll_back_to_stops_every_node(cluster) -> None:
     """demo-b runs out of memory loading TP16 while the head waits at its next collective; no layout was
     ever ready, so nothing rolls back: the switch still stops what it started on every node."""
     head, worker = cluster

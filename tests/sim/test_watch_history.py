@@ -7,9 +7,9 @@ import asyncio
 import contextlib
 import os
 import signal
-import time
 
 from sim_fixtures import sim_host_config
+from waiting import await_for
 from webhook_stub import Receiver, serving
 
 from console.config import ConsoleConfig, WatchConfig
@@ -23,12 +23,7 @@ OOM_UNIT = "sim-k26@tp4ep2.service"
 
 
 async def until(predicate, timeout_s: float = 60.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if await predicate():
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
+    await await_for(predicate, what, timeout_s=timeout_s)
 
 
 async def kill_main(host, unit: str) -> None:

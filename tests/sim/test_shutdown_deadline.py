@@ -17,7 +17,7 @@ from sim_fixtures import REPO, wait_until
 #: The process under test: the console's signal handling, then a shutdown that blocks for good (as the
 #: TUI's loop did in a write to a dead terminal), with one thing still being stopped and one last resort.
 SCRIPT = textwrap.dedent("""
-    import os, sys, threading, time
+    import os, signal, sys, threading
     from pathlib import Path
     from console.cli import interrupt_on_termination
     from console.shutdown import SHUTDOWN
@@ -30,7 +30,7 @@ SCRIPT = textwrap.dedent("""
     try:
         print("ready", flush=True)  # inside: the signal may come while print still returns
         while True:
-            time.sleep(0.05)
+            signal.pause()  # until the signal, whose handler raises KeyboardInterrupt
     except KeyboardInterrupt:
         with SHUTDOWN.stopping("sglang-k26@ep8.service on demo"):
             print("stopping", flush=True)

@@ -13,6 +13,7 @@ import time
 
 from sim_cli import cli, sim_env  # noqa: F401 (fixture)
 from sim_fixtures import sim_host_config
+from waiting import await_for
 from webhook_stub import Receiver, serving
 
 from console.config import ConsoleConfig, WatchConfig
@@ -24,12 +25,7 @@ OOM_UNIT = "sim-k26@tp4ep2.service"  # dies of a CUDA OOM at each start
 
 
 async def until(predicate, timeout_s: float = 60.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
+    await await_for(predicate, what, timeout_s=timeout_s)
 
 
 def failed_firing(receiver: Receiver) -> bool:

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from dataclasses import replace
 
 import pytest
 from sim_fixtures import KIMI, free_port
+from waiting import await_for
 
 from console.config import ConsoleConfig, WatchConfig, parse_config
 from console.domain.alerts import HOST_UNREACHABLE, AlertThresholds
@@ -57,12 +57,7 @@ class LinkDown:
 
 
 async def until(predicate, timeout_s: float = 60.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
+    await await_for(predicate, what, timeout_s=timeout_s)
 
 
 @pytest.fixture

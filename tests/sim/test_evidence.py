@@ -16,9 +16,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from sim_fixtures import free_port
-from test_cli_headless import cli, demo_env, json_lines  # noqa: F401 (demo_env is a fixture)
-from test_sim_vllm import qwen_host
+from headless_cli import cli, demo_env, json_lines  # noqa: F401 (demo_env is a fixture)
+from sim_fixtures import free_port, qwen_host
+from waiting import await_for
 
 from console.config import LayoutConfig
 from console.domain.layout import parse_layout
@@ -112,12 +112,8 @@ async def test_stopping_a_failed_service_collects_its_evidence_first(sim_hosts, 
     service = host.config.services[0]
     died = await switch_layout(host, None, "TP4 dies", timeout_s=60, rollback=False)
     dies = service.unit_for(service.layout("TP4 dies"))
-    incident = None
-    for _ in range(300):  # the engine dies 3 s (story time) after it is ready
-        incident = await incident_of(host, service)
-        if incident is not None:
-            break
-        await asyncio.sleep(0.1)
+    # the engine dies 3 s (story time) after it is ready
+    incident = await await_for(lambda: incident_of(host, service), f"the incident of {dies}", timeout_s=30)
     assert incident is not None, died
     assert incident.kind == "engine_died" and dies in incident.reason
     result = await stop_service(host, service)

@@ -8,8 +8,6 @@ from __future__ import annotations
 import asyncio
 import os
 
-from test_multinode import cluster  # noqa: F401 (the fixture)
-
 from console.ops.status import service_status
 from console.ops.switch import READY, switch_layout
 
@@ -36,7 +34,7 @@ async def _impostor(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) 
         writer.close()
 
 
-async def test_a_program_on_the_ras_port_is_named_and_not_believed(cluster) -> None:  # noqa: F811
+async def test_a_program_on_the_ras_port_is_named_and_not_believed(cluster) -> None:
     head, _ = cluster
     service = head.config.services[0]
     port = service.cluster.ras_port
@@ -54,7 +52,7 @@ async def test_a_program_on_the_ras_port_is_named_and_not_believed(cluster) -> N
         await server.wait_closed()
 
 
-async def test_the_head_units_own_ras_is_believed(cluster) -> None:  # noqa: F811
+async def test_the_head_units_own_ras_is_believed(cluster) -> None:
     from console.ops.ranks import ras_holder
 
     head, _ = cluster

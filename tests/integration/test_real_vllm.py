@@ -19,13 +19,10 @@ import asyncio
 import time
 
 import pytest
-from remote_helpers import bed_host_config, wait_until
+from real_vllm_fixtures import HOST, START_TIMEOUT_S, UNITS, open_host, real_vllm, tiny_service  # noqa: F401 (fixture)
+from remote_helpers import wait_until
 
-from console.config import UNIT_PER_LAYOUT, LayoutConfig, ServiceConfig
-from console.domain.layout import Layout
-from console.domain.models import Engine, FindingClass, Phase
-from console.hosts.remote import build_remote_host
-from console.ops.audit import AuditLog
+from console.domain.models import FindingClass, Phase
 from console.ops.engine_status import engine_figures
 from console.ops.evidence import collect_evidence
 from console.ops.explore import Explore, ExploreOptions, ProbeOptions, ResultsStore, probe_service
@@ -34,43 +31,8 @@ from console.ops.switch import FAILED, READY, PhaseEvent, switch_layout
 
 pytestmark = pytest.mark.integration
 
-HOST = "tb1"
-UNITS = {"TP1": "vllm-tiny@tp1.service", "LONGCTX": "vllm-tiny@max-model-len.service",
-         "SMALLKV": "vllm-tiny@kv-too-small.service", "PP2": "vllm-tiny@pp2.service"}
-SHAPES = {"TP1": Layout(tp=1), "LONGCTX": Layout(tp=1), "SMALLKV": Layout(tp=1), "PP2": Layout(pp=2)}
-START_TIMEOUT_S = 240  # a cold start on two loaded cores; healthy in 20-40 s
 
-
-@pytest.fixture(scope="module")
-def real_vllm(testbed, tmp_path_factory):
-    """tb1 with the real vLLM bound in (tests/hosts/vllm/install.sh); its units stopped at the end."""
-    import os
-
-    have = testbed.ssh(HOST, "test -x /opt/vllm/venv/bin/python && test -f /opt/models/vllm-tiny/tiny-moe/config.json",
-                       check=False)  # fmt: skip
-    if have.returncode != 0:
-        reason = "the real vLLM is not installed: run tests/hosts/vllm/install.sh (CI's .ci/run does)"
-        if os.environ.get("SERVE_CONSOLE_REQUIRE_TESTBED") == "1":
-            pytest.fail(reason)
-        pytest.skip(reason)
-    state = {"audit": AuditLog(tmp_path_factory.mktemp("real-vllm") / "audit.sqlite3"), "timings": []}
-    yield testbed, state
-    state["audit"].close()
-    testbed.ssh(HOST, "systemctl stop 'vllm-tiny@*'; systemctl reset-failed", check=False)
-    print("\nreal vLLM: " + "; ".join(state["timings"]))
-
-
-def tiny_service() -> ServiceConfig:
-    layouts = tuple(LayoutConfig(name, SHAPES[name], unit=unit) for name, unit in UNITS.items())
-    return ServiceConfig(name="tiny", engine=Engine.VLLM, url="http://127.0.0.1:8000", mapping=UNIT_PER_LAYOUT,
-                         layouts=layouts, health_via="ssh")  # fmt: skip
-
-
-def open_host(bed):
-    return build_remote_host(bed_host_config(bed, HOST, gpus="none", services=(tiny_service(),)))
-
-
-async def test_1_a_switch_to_tp1_is_ready_from_the_real_lines(real_vllm) -> None:
+async def test_1_a_switch_to_tp1_is_ready_from_the_real_lines(real_vllm) -> None:  # noqa: F811
     bed, state = real_vllm
     host = open_host(bed)
     events: list = []
@@ -114,7 +76,7 @@ async def test_1_a_switch_to_tp1_is_ready_from_the_real_lines(real_vllm) -> None
         await host.close()
 
 
-async def test_2_a_probe_while_status_reads_the_real_metrics(real_vllm) -> None:
+async def test_2_a_probe_while_status_reads_the_real_metrics(real_vllm) -> None:  # noqa: F811
     bed, state = real_vllm
     host = open_host(bed)
     service = tiny_service()
@@ -145,7 +107,7 @@ async def test_2_a_probe_while_status_reads_the_real_metrics(real_vllm) -> None:
         await host.close()
 
 
-async def test_3_the_tui_host_screen_shows_the_real_engine(real_vllm) -> None:
+async def test_3_the_tui_host_screen_shows_the_real_engine(real_vllm) -> None:  # noqa: F811
     from ui.screen_text import screen_text
 
     from console.config import ConsoleConfig
@@ -166,7 +128,7 @@ async def test_3_the_tui_host_screen_shows_the_real_engine(real_vllm) -> None:
     await host.close()
 
 
-async def test_4_a_too_long_context_fails_from_the_engines_words_and_rolls_back(real_vllm) -> None:
+async def test_4_a_too_long_context_fails_from_the_engines_words_and_rolls_back(real_vllm) -> None:  # noqa: F811
     bed, state = real_vllm
     host = open_host(bed)
     try:
@@ -182,7 +144,7 @@ async def test_4_a_too_long_context_fails_from_the_engines_words_and_rolls_back(
         await host.close()
 
 
-async def test_5_kill_9_of_the_engine_core_is_a_failure_with_its_cause(real_vllm) -> None:
+async def test_5_kill_9_of_the_engine_core_is_a_failure_with_its_cause(real_vllm) -> None:  # noqa: F811
     """The server then exits 0 and systemd sees a clean exit; the console still says the engine died."""
     bed, state = real_vllm
     host = open_host(bed)
@@ -212,7 +174,7 @@ async def _ended(host) -> bool:
     return (await host.services.state(UNITS["TP1"])).active == "inactive"
 
 
-async def test_6_a_kv_cache_too_small_fails_from_the_engines_words_and_rolls_back(real_vllm) -> None:
+async def test_6_a_kv_cache_too_small_fails_from_the_engines_words_and_rolls_back(real_vllm) -> None:  # noqa: F811
     """TP1 is dead (test 5): the rollback goes to the last layout that was ready, TP1."""
     bed, state = real_vllm
     host = open_host(bed)
@@ -228,7 +190,7 @@ async def test_6_a_kv_cache_too_small_fails_from_the_engines_words_and_rolls_bac
         await host.close()
 
 
-async def test_7_an_explore_fails_pp2_measures_tp1_and_leaves_it_running(real_vllm) -> None:
+async def test_7_an_explore_fails_pp2_measures_tp1_and_leaves_it_running(real_vllm) -> None:  # noqa: F811
     bed, state = real_vllm
     host = open_host(bed)
     store = ResultsStore.beside(state["audit"])

@@ -13,21 +13,17 @@ import contextlib
 import time
 
 import pytest
-from remote_helpers import bed_host_config
-from test_real_vllm import START_TIMEOUT_S, UNITS, real_vllm, tiny_service  # noqa: F401 (fixture)
+from real_vllm_fixtures import HOST, START_TIMEOUT_S, open_host, real_vllm, tiny_service  # noqa: F401 (fixture)
+from waiting import WaitTimeout, await_for
 
-from console.hosts.remote import build_remote_host
 from console.ops.status import service_status
 from console.ops.switch import READY, switch_layout
 from console.ops.views import ServingCache
 
 pytestmark = pytest.mark.integration
-HOST = "tb1"
 CORE = "'^VLLM::EngineCore'"
-
-
-def open_host(bed):
-    return build_remote_host(bed_host_config(bed, HOST, gpus="none", services=(tiny_service(),)))
+#: The TUI refreshes status once a second; the readings here keep its cadence (stall_after_s counts wall time).
+READING_S = 1.0
 
 
 async def _stream(host, tokens: list[float], max_tokens: int = 1900, prompt: str = "Tell me a story.") -> None:
@@ -61,30 +57,34 @@ async def test_a_stopped_engine_core_is_stalled_while_health_answers_200_and_ser
         tokens: list[float] = []
         probe = asyncio.gather(*(_stream(host, tokens) for _ in range(2)))
         # wait for the requests to be running and moving, then stop only the engine core
-        deadline, seen = time.monotonic() + 120, []
-        while time.monotonic() < deadline:
+        seen: list = []
+
+        async def moving() -> bool:
             _, verdict = await _reading(host, service, cache)
             seen.append(None if verdict is None else (verdict.state, verdict.pending.running, len(tokens)))
-            if verdict is not None and verdict.pending.running > 0 and len(tokens) > 10:
-                break
-            await asyncio.sleep(0.3)
-        else:
-            raise AssertionError(f"the requests never ran: {seen}")
+            return verdict is not None and verdict.pending.running > 0 and len(tokens) > 10
+
+        try:
+            await await_for(moving, "the requests running and moving", timeout_s=120, interval_s=0.3)
+        except WaitTimeout as error:
+            raise AssertionError(f"{error}: {seen}") from None
         bed.ssh(HOST, f"pkill -STOP -f {CORE}")
         stopped = time.monotonic()
         codes, api_states = [], set()
+
+        async def stalled():
+            st, verdict = await _reading(host, service, cache)
+            codes.append(st.health.http_status if st.health else None)
+            pid = st.active_state.main_pid if st.active_state else None
+            if pid:
+                api_states.add(bed.ssh(HOST, f"cut -d' ' -f3 /proc/{pid}/stat", check=False).stdout.strip())
+            return verdict if verdict is not None and verdict.state == "stalled" else None
+
         try:
-            while time.monotonic() - stopped < 120:
-                st, verdict = await _reading(host, service, cache)
-                codes.append(st.health.http_status if st.health else None)
-                pid = st.active_state.main_pid if st.active_state else None
-                if pid:
-                    api_states.add(bed.ssh(HOST, f"cut -d' ' -f3 /proc/{pid}/stat", check=False).stdout.strip())
-                if verdict is not None and verdict.state == "stalled":
-                    break
-                await asyncio.sleep(1.0)
-            else:
-                raise AssertionError(f"never stalled; health {codes}")
+            try:
+                verdict = await await_for(stalled, "a stalled verdict", timeout_s=120, interval_s=READING_S)
+            except WaitTimeout as error:
+                raise AssertionError(f"{error}; health {codes}") from None
             named_after = time.monotonic() - stopped
             assert set(codes) == {200}, codes  # vLLM's /health never notices
             assert api_states and api_states <= {"R", "S"}, api_states  # the main process never stopped
@@ -94,13 +94,12 @@ async def test_a_stopped_engine_core_is_stalled_while_health_answers_200_and_ser
         finally:
             bed.ssh(HOST, f"pkill -CONT -f {CORE}", check=False)
         resumed = time.monotonic()
-        while time.monotonic() - resumed < 120:
+
+        async def serving_again() -> bool:
             _, verdict = await _reading(host, service, cache)
-            if verdict is not None and verdict.state == "serving" and verdict.reason.startswith("progress"):
-                break
-            await asyncio.sleep(1.0)
-        else:
-            raise AssertionError(f"not serving again after kill -CONT: {verdict}")
+            return verdict is not None and verdict.state == "serving" and verdict.reason.startswith("progress")
+
+        await await_for(serving_again, "serving again after kill -CONT", timeout_s=120, interval_s=READING_S)
         state["timings"].append(f"serving again {time.monotonic() - resumed:.1f} s after kill -CONT")
         probe.cancel()
         with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -134,7 +133,7 @@ async def test_a_long_real_request_is_never_stalled(real_vllm) -> None:  # noqa:
         while not probe.done():
             _, verdict = await _reading(host, service, cache)
             verdicts.append(verdict.state if verdict else None)
-            await asyncio.sleep(1.0)
+            await asyncio.sleep(READING_S)  # deliberate: a reading a second while the waves run, as the TUI's refresh
         await probe
         took = time.monotonic() - started
         assert all(len(t) > 1000 for t in streams)  # chunks: vLLM merges a held-back partial UTF-8 token

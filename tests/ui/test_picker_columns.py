@@ -38,7 +38,8 @@ async def test_picker_shows_predicted_tok_s_beside_the_fit() -> None:
         assert await settle(pilot, lambda: isinstance(app.screen, HostScreen) and app.screen.last_view is not None)
         await pilot.press("l")
         assert await settle(pilot, lambda: isinstance(app.screen, LayoutPicker) and app.screen.fits)
-        await pilot.pause(0.1)
+        assert await settle(pilot, lambda: re.search(r" ~\d+\.\d ~\d+ ", screen_text(app)),
+                            what="a predicted tok/s drawn")
         text = screen_text(app)
         assert "~c1 c64" in text and "~ predicted" in text
         rows = {name: next(line for line in text.splitlines() if f" {name} " in line and ".service" in line)

@@ -8,8 +8,7 @@ import dataclasses
 
 from fixed_host import T0, fixed_app
 from pilot_wait import settle
-from screen_text import screen_text
-from test_service_pane_health import pane_rows
+from screen_text import pane_rows, screen_text
 
 from console.ops.views import ServingCache, host_summary
 from console.ui.screens.host import HostScreen

@@ -8,7 +8,7 @@ import asyncio
 import contextlib
 
 from screen_text import screen_text
-from test_tui_story import wait_for
+from pilot_wait import wait_for
 
 from console.ui.screens.confirm import ConfirmSwitch
 from console.ui.screens.picker import LayoutPicker

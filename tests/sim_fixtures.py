@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import re
 import signal
@@ -107,6 +108,25 @@ def qwen_host(port: int, name: str = "h100") -> HostConfig:
     )
     sim = SimConfig(gpu_count=4, gpu_total_mib=H100_MIB, gpu_name="NVIDIA H100 80GB HBM3", time_scale=0.03)
     return HostConfig(name=name, transport="sim", gpus="sim", sim=sim, services=(service,))
+
+
+def stalling_host(port: int, kind: str) -> HostConfig:
+    """`qwen_host` with one layout, TP4, whose simulated vLLM fails as `kind` (spin, diverged, stall)."""
+    cfg = qwen_host(port)
+    service = cfg.services[0]
+    layout = LayoutConfig(f"TP4 {kind}", dataclasses.replace(parse_layout("TP4"), extra_args=("--fail", kind)))
+    return dataclasses.replace(cfg, services=(dataclasses.replace(service, layouts=(layout,)),))
+
+
+async def until_ready(host, service, timeout_s: float = 90.0) -> None:
+    """Until the service's fresh health reads ready (its engine loaded)."""
+    from console.ops.status import service_status
+
+    async def ready() -> bool:
+        st = await service_status(host, service, fresh_health=True)
+        return st.health is not None and st.health.status == "ready"
+
+    await await_for(ready, "the engine to answer ready", timeout_s=timeout_s, interval_s=0.3)
 
 
 def fake_engine(monkeypatch, body: str) -> None:

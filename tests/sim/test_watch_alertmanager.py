@@ -8,8 +8,6 @@ from Alertmanager's API (`GET /api/v2/alerts`) and `amtool`, and from the webhoo
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
 import time
 import uuid
@@ -19,53 +17,15 @@ from pathlib import Path
 import pytest
 from alertmanager import alertmanager, alertmanager_session  # noqa: F401 (fixtures)
 from sim_fixtures import sim_host_config
-from waiting import await_for
+from watch_harness import Watch, until
 
-from console.config import ConsoleConfig, WatchConfig
-from console.domain.alerts import CRASH_LOOP, ENGINE_FAILED, AlertThresholds
-from console.hosts.endpoints import WEBHOOK_AUTHORIZATION_ENV, WEBHOOK_URL_ENV
+from console.domain.alerts import CRASH_LOOP, ENGINE_FAILED
 from console.ops.evidence import evidence_before
-from console.ops.watch import AlertStore, WatchDaemon, build_sinks
 
 pytestmark = pytest.mark.slow
 TIME_SCALE = 0.01
 OOM_UNIT = "sim-k26@tp4ep2.service"
 READY_UNIT = "sim-k26@ep8.service"
-
-
-class Watch:
-    """A watch daemon over one simulated host, run as a task of the test's loop; restartable."""
-
-    def __init__(self, host, state_file: Path, am_url: str, webhook_url: str) -> None:
-        self.host = host
-        self.state_file = state_file
-        thresholds = AlertThresholds(crash_loop_restarts=3, crash_loop_window_s=120.0, state_grace_s=1.0)
-        self.config = ConsoleConfig(path=state_file.parent / "hosts.toml", hosts=(host.config,),
-                                    watch=WatchConfig(alertmanagers=(am_url,), interval_s=0.3, resend_s=1.0,
-                                                      thresholds=thresholds))
-        self.environ = {WEBHOOK_URL_ENV: webhook_url + "/hook", WEBHOOK_AUTHORIZATION_ENV: "Bearer test-token"}
-        self.lines: list[str] = []
-        self.daemon: WatchDaemon | None = None
-        self.task: asyncio.Task | None = None
-        self.store: AlertStore | None = None
-
-    def start(self, clock=time.time) -> WatchDaemon:
-        self.store = AlertStore(self.state_file)
-        self.daemon = WatchDaemon([self.host], self.config, self.store, build_sinks(self.config.watch, self.environ),
-                                  say=self.lines.append, clock=clock)
-        self.task = asyncio.create_task(self.daemon.run())
-        return self.daemon
-
-    async def stop(self) -> None:
-        if self.task is not None:
-            self.task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self.task
-        if self.daemon is not None:
-            await self.daemon.close()
-        if self.store is not None:
-            self.store.close()
-        self.task = self.daemon = self.store = None
 
 
 @pytest.fixture
@@ -76,11 +36,6 @@ async def watch(sim_hosts, alertmanager, tmp_path):  # noqa: F811 (the fixture i
     harness = Watch(host, tmp_path / "audit.sqlite3", server.url, capture.url)
     yield harness
     await harness.stop()
-
-
-async def until(predicate, timeout_s: float = 30.0, what: str = "condition"):
-    """`predicate` (blocking: it may ask Alertmanager) polled in a thread until truthy."""
-    return await await_for(lambda: asyncio.to_thread(predicate), what, timeout_s=timeout_s, interval_s=0.1)
 
 
 async def test_a_failed_start_reaches_alertmanager_with_its_card(watch, alertmanager):  # noqa: F811

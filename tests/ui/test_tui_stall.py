@@ -7,8 +7,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-from screen_text import screen_text
 from pilot_wait import wait_for
+from screen_text import screen_text
 
 from console.ui.screens.confirm import ConfirmSwitch
 from console.ui.screens.picker import LayoutPicker

@@ -8,16 +8,13 @@ the state dir's memory, so readings a few seconds apart name the stall once it l
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import json
 from pathlib import Path
 
 import aiohttp
-from sim_fixtures import free_port
-from test_sim_vllm import qwen_host
+from sim_fixtures import free_port, stalling_host, until_ready
+from waiting import WaitTimeout, await_for
 
-from console.config import LayoutConfig
-from console.domain.layout import parse_layout
 from console.ops.engine_status import engine_readings
 from console.ops.serving import MemoryFile, serving_line, status_verdict
 from console.ops.status import service_status
@@ -26,23 +23,6 @@ from console.ops.status import service_status
 def _proc_state(pid: int) -> str:
     stat = Path(f"/proc/{pid}/stat").read_text()
     return stat[stat.rindex(")") + 2]
-
-
-def stalling_host(port: int, kind: str):
-    cfg = qwen_host(port)
-    service = cfg.services[0]
-    layout = LayoutConfig(f"TP4 {kind}", dataclasses.replace(parse_layout("TP4"), extra_args=("--fail", kind)))
-    return dataclasses.replace(cfg, services=(dataclasses.replace(service, layouts=(layout,)),))
-
-
-async def _ready(host, service, timeout_s: float = 90.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout_s
-    while asyncio.get_running_loop().time() < deadline:
-        st = await service_status(host, service, fresh_health=True)
-        if st.health is not None and st.health.status == "ready":
-            return
-        await asyncio.sleep(0.3)
-    raise AssertionError("the engine never answered ready")
 
 
 async def _stream(url: str, tokens: list[str]) -> None:
@@ -54,18 +34,24 @@ async def _stream(url: str, tokens: list[str]) -> None:
 
 async def _until_stalled(host, service, memories, timeout_s: float = 120.0):
     """status runs, a second or so apart, until one says stalled; every health reading on the way."""
-    healths, deadline = [], asyncio.get_running_loop().time() + timeout_s
-    while asyncio.get_running_loop().time() < deadline:
+    healths: list = []
+    box = {"memories": memories}
+
+    async def stalled():
         st = await service_status(host, service, fresh_health=True)
         healths.append(st.health.http_status if st.health else None)
         _, _, scrapes = await engine_readings(host, service, running=st.active_unit is not None, interval_s=0.2)
-        verdict = await status_verdict(host, service, st, scrapes, memories)
-        memories.save()
-        memories = MemoryFile(memories.path.parent)  # the next run reads the file, as a new process would
-        if verdict.state == "stalled":
-            return verdict, healths, _proc_state(st.active_state.main_pid)
-        await asyncio.sleep(1.0)
-    raise AssertionError(f"never stalled; health {healths}")
+        verdict = await status_verdict(host, service, st, scrapes, box["memories"])
+        box["memories"].save()
+        box["memories"] = MemoryFile(box["memories"].path.parent)  # the next run reads the file, as a new process would
+        return (verdict, st) if verdict.state == "stalled" else None
+
+    # interval_s: status run once a second, as a cron script would
+    try:
+        verdict, st = await await_for(stalled, "a stalled verdict", timeout_s=timeout_s, interval_s=1.0)
+    except WaitTimeout as error:
+        raise AssertionError(f"{error}; health {healths}") from None
+    return verdict, healths, _proc_state(st.active_state.main_pid)
 
 
 async def _stalled_verdict(sim_hosts, tmp_path, kind: str):
@@ -73,7 +59,7 @@ async def _stalled_verdict(sim_hosts, tmp_path, kind: str):
     service = host.config.services[0]
     unit = service.unit_for(service.layouts[0])
     await host.services.start(unit)
-    await _ready(host, service)
+    await until_ready(host, service)
     tokens: list[str] = []
     request = asyncio.create_task(_stream(service.url, tokens))
     try:

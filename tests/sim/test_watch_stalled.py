@@ -11,9 +11,8 @@ import dataclasses
 import aiohttp
 import pytest
 from alertmanager import alertmanager, alertmanager_session  # noqa: F401 (fixtures)
-from sim_fixtures import free_port
-from test_stall_status import _ready, stalling_host
-from test_watch_alertmanager import Watch, until
+from sim_fixtures import free_port, stalling_host, until_ready
+from watch_harness import Watch, until
 
 from console.domain.alerts import STALLED
 
@@ -39,7 +38,7 @@ async def test_a_stall_raises_serve_stalled_and_resolves_once_tokens_move(sim_ho
     unit = service.unit_for(service.layouts[0])
     watch = Watch(host, tmp_path / "audit.sqlite3", server.url, _capture.url)
     await host.services.start(unit)
-    await _ready(host, service)
+    await until_ready(host, service)
     tokens: list[str] = []
     request = asyncio.create_task(_stream(service.url, tokens))
     watch.start()

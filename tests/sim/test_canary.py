@@ -7,9 +7,8 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 
-from sim_fixtures import free_port
-from test_sim_vllm import qwen_host
-from test_stall_status import _ready, stalling_host
+from sim_fixtures import free_port, qwen_host, stalling_host, until_ready
+from waiting import WaitTimeout, await_for
 
 from console.ops.engine_status import engine_readings
 from console.ops.serving import ServingWatch
@@ -17,15 +16,18 @@ from console.ops.status import service_status
 
 
 async def _watch(host, service, serving: ServingWatch, until, timeout_s: float = 90.0):
-    deadline = asyncio.get_running_loop().time() + timeout_s
-    while asyncio.get_running_loop().time() < deadline:
+    """Readings, as the console's serving watch takes them, until `until(verdict)`; that verdict."""
+
+    async def reached():
         st = await service_status(host, service, fresh_health=True)
         _, _, scrapes = await engine_readings(host, service, running=st.active_unit is not None, interval_s=0.1)
         verdict = serving.observe(st, scrapes[-1:], host.probes.get(service.name))
-        if until(verdict):
-            return verdict
-        await asyncio.sleep(0.3)
-    raise AssertionError(f"timed out; last verdict {serving.verdict}")
+        return verdict if until(verdict) else None
+
+    try:
+        return await await_for(reached, "the verdict awaited", timeout_s=timeout_s, interval_s=0.3)
+    except WaitTimeout as error:
+        raise AssertionError(f"{error}; last verdict {serving.verdict}") from None
 
 
 async def test_a_canary_that_gets_no_token_names_the_stall(sim_hosts) -> None:
@@ -36,7 +38,7 @@ async def test_a_canary_that_gets_no_token_names_the_stall(sim_hosts) -> None:
     await host.services.start(unit)
     serving = ServingWatch(service)
     try:
-        await _ready(host, service)
+        await until_ready(host, service)
         verdict = await _watch(host, service, serving, lambda v: v.state == "stalled")
         assert serving.canaries_sent == 1
         assert "canary" in verdict.reason and "no first token in 3 s" in verdict.reason
@@ -55,14 +57,14 @@ async def test_a_healthy_idle_service_answers_its_canary_and_canary_false_sends_
     serving = ServingWatch(service)
     quiet = ServingWatch(dataclasses.replace(service, canary=False))
     try:
-        await _ready(host, service)
+        await until_ready(host, service)
         await _watch(host, service, serving, lambda v: serving.canaries_sent >= 2)
         assert serving.verdict is not None and serving.verdict.state != "stalled"
         for _ in range(8):
             st = await service_status(host, service)
             _, _, scrapes = await engine_readings(host, service, running=True, interval_s=0.1)
             verdict = quiet.observe(st, scrapes[-1:], host.probes.get(service.name))
-            await asyncio.sleep(0.3)
+            await asyncio.sleep(0.3)  # deliberate: readings spread over 2 s past canary_every_s, for none to be sent
         assert quiet.canaries_sent == 0 and verdict.state == "idle"
     finally:
         serving.close()

@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
-from test_cli_headless import cli, demo_env, json_lines  # noqa: F401 (demo_env is a fixture)
+from headless_cli import cli, demo_env, json_lines  # noqa: F401 (demo_env is a fixture)
 
 from console.cli import main
 from console.ops.bundle import FORMAT, read_bundle

@@ -7,6 +7,8 @@ Side by side (`make test`: pytest-xdist, `--dist loadgroup`), tests that share a
 one worker, by xdist group:
 - "testbed": every test in tests/integration/ and any test using the real test hosts (the `testbed`
   fixtures): one worker boots the hosts, holds the session lock and tears them down;
+- "terminal": the tests that run the packaged demo in a real terminal (tmux), whose demos would meet on
+  the demo's ports;
 - "fixture:NAME": the tests of one session-scoped fixture defined here (a real Prometheus, Alertmanager);
 - the module's node id: the tests of a module with a module-scoped fixture (a simulated cluster, a
   browser), which would otherwise be set up once per worker.
@@ -24,6 +26,8 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 TESTBED_FIXTURES = frozenset({"testbed", "clean_testbed"})
 TESTBED_GROUP = "testbed"
+TERMINAL_GROUP = "terminal"
+TERMINAL_MODULES = frozenset({REPO / "tests" / "ui" / "test_tmux.py", REPO / "tests" / "ui" / "test_tmux_hangup.py"})
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -48,6 +52,8 @@ def xdist_group(item: pytest.Item) -> str | None:
     """The group an item must share a worker with, or None when it runs anywhere."""
     if (REPO / "tests" / "integration") in item.path.parents or TESTBED_FIXTURES & set(item.fixturenames):
         return TESTBED_GROUP
+    if item.path in TERMINAL_MODULES:
+        return TERMINAL_GROUP
     info = getattr(item, "_fixtureinfo", None)
     if info is None:
         return None

@@ -21,6 +21,21 @@ time.tzset()
 TIME_SCALE = "0.02"
 
 
+@pytest.fixture(autouse=True)
+def notifications_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every notification an app raised, kept for the test to read (`screen_text.notified`): Textual
+    forgets a toast once its timeout passes, which a loaded machine can reach before the test reads it."""
+    from textual.notifications import Notifications
+
+    add = Notifications.add
+
+    def keeping(self, notification):
+        self.__dict__.setdefault("seen", []).append(notification)
+        return add(self, notification)
+
+    monkeypatch.setattr(Notifications, "add", keeping)
+
+
 @pytest.fixture
 def sim_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("SERVE_CONSOLE_STATE_DIR", str(tmp_path))

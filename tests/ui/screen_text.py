@@ -29,3 +29,8 @@ class LastReadyAudit:
 
     def last_started_layout(self, host: str, service: str) -> str | None:
         return None
+
+
+def notified(app) -> list:
+    """Every notification `app` raised in this test, oldest first (tests/ui/conftest.py keeps them)."""
+    return list(getattr(app._notifications, "seen", []))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from fixed_host import fixed_app, gpu_pane_with_data
 from pilot_wait import settle
-from screen_text import screen_text
+from screen_text import notified, screen_text
 
 from console.ui.keys import BY_ID
 from console.ui.screens.host import HostScreen
@@ -21,7 +21,7 @@ async def test_ctrl_s_saves_an_svg_in_the_screenshot_dir_and_says_where(tmp_path
         assert await settle(pilot, lambda: list(shots.glob("*.svg")))
         (svg,) = shots.glob("*.svg")
         assert svg.read_text().lstrip().startswith("<svg")
-        assert any(f"screenshot saved to {svg}" in str(n.message) for n in app._notifications)
+        assert any(f"screenshot saved to {svg}" in str(n.message) for n in notified(app))
 
 
 async def test_a_screenshot_dir_that_cannot_be_made_is_said_not_silent(tmp_path) -> None:
@@ -32,7 +32,7 @@ async def test_a_screenshot_dir_that_cannot_be_made_is_said_not_silent(tmp_path)
         assert await settle(pilot, lambda: isinstance(app.screen, HostScreen))
         app.action_save_screenshot()
         await pilot.pause()
-        (note,) = [n for n in app._notifications if "screenshot" in str(n.message)]
+        (note,) = [n for n in notified(app) if "screenshot" in str(n.message)]
         assert "screenshot not saved" in str(note.message) and note.severity == "error"
 
 

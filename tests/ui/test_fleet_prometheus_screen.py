@@ -8,6 +8,7 @@ from pathlib import Path
 
 from fleet_prometheus import fleet_prometheus_fixture  # noqa: F401 (the session fixture)
 from pilot_wait import settle
+from screen_text import notified
 
 from console.config import FleetConfig, HostConfig, ServiceConfig
 from console.config.model import ConsoleConfig
@@ -50,7 +51,7 @@ async def test_rows_come_from_prometheus_and_no_host_is_connected(fleet_promethe
         assert all(h.link.last_ok_at is None and h.link.error is None for h in hosts)
         table.move_cursor(row=table.get_row_index(fleet.names[5]))
         await pilot.press("enter")  # a host only Prometheus knows: said so, nothing opened
-        assert await settle(pilot, lambda: any("not in hosts.toml" in str(n.message) for n in app._notifications))
+        assert await settle(pilot, lambda: any("not in hosts.toml" in str(n.message) for n in notified(app)))
         assert app.screen is not None and app.host_screen(fleet.names[5]) is None
 
 

@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Callable
 from aiohttp import web
 from fixed_host import T0, FixedGpus, FixedProbe, FixedServices, _no_lock, fixed_config, frozen_clock
 from pilot_wait import settle
-from screen_text import screen_text
+from screen_text import notified, screen_text
 
 from console.config import FleetConfig
 from console.domain.metrics import parse_metrics
@@ -262,13 +262,13 @@ async def _walk(tmp_path, prometheus_url: str, engine_port: int, mode: dict) -> 
         assert "[/]" in _visible(app)
         table.move_cursor(row=table.get_row_index(hostile_row))
         await pilot.press("enter")  # seen through Prometheus only: a notification names it
-        assert await settle(pilot, lambda: any("not in hosts.toml" in n.message for n in app._notifications))
+        assert await settle(pilot, lambda: any("not in hosts.toml" in n.message for n in notified(app)))
         mode["error"] = True
         table.poll()
         assert await settle(pilot, lambda: table.summaries["demo"].error and "bad_data" in table.summaries["demo"].error)
         _visible(app)
         # Every notification, the worker-error ones included: plain text, inert.
-        notes = [n.message for n in app._notifications]
+        notes = [n.message for n in notified(app)]
         assert any("not in hosts.toml" in n for n in notes)
         assert not any(_live(n) for n in notes) and not any("stopped:" in n for n in notes), notes
         assert app.is_running and app.screen is not None

@@ -7,7 +7,7 @@ import time
 
 from fixed_host import fixed_app
 from pilot_wait import settle
-from screen_text import screen_text
+from screen_text import notified, screen_text
 from textual.command import CommandPalette
 
 from console.ui.keys import ACTIONS, bindings
@@ -69,10 +69,10 @@ async def test_readonly_hides_and_refuses_changes(host_screen_ready) -> None:
 
         assert await settle(pilot, lambda: "Layouts" in footer())
         assert "Restart" not in footer()
-        notes_before = len(app._notifications)
+        notes_before = len(notified(app))
         await pilot.press("R")  # hidden and refused: nothing happens, nothing is sent to the host
         await pilot.pause()
-        assert len(app._notifications) == notes_before
+        assert len(notified(app)) == notes_before
         await pilot.press("l")
         assert await settle(pilot, lambda: isinstance(app.screen, LayoutPicker) and app.screen.fits)
         assert "read-only: view only" in screen_text(app)
@@ -81,7 +81,7 @@ async def test_readonly_hides_and_refuses_changes(host_screen_ready) -> None:
         assert isinstance(app.screen, LayoutPicker)  # no confirmation, no switch
         screen = app.host_screen("demo")
         screen.request_switch("EP8")  # the palette's path refuses too
-        assert await settle(pilot, lambda: any("read-only" in n.message for n in app._notifications))
+        assert await settle(pilot, lambda: any("read-only" in n.message for n in notified(app)))
         assert not isinstance(app.screen, ConfirmSwitch)
         from console.ui.commands_palette import ConsoleCommands
 
@@ -157,7 +157,7 @@ async def test_filter_search_and_copy_by_keys() -> None:
         await pilot.press("c")
         assert copied and "Load weight" in copied[-1]
         await pilot.press("slash", *"([", "enter")  # a bad regex is a notification, not a crash
-        assert await settle(pilot, lambda: any("bad regex" in n.message for n in app._notifications))
+        assert await settle(pilot, lambda: any("bad regex" in n.message for n in notified(app)))
         await pilot.press("escape")
 
 
@@ -206,7 +206,7 @@ async def test_worker_error_becomes_a_notification() -> None:
             raise RuntimeError("unexpected")
 
         app.screen.run_worker(boom(), name="probe", exit_on_error=False)
-        assert await settle(pilot, lambda: any("probe stopped: unexpected" in n.message for n in app._notifications))
+        assert await settle(pilot, lambda: any("probe stopped: unexpected" in n.message for n in notified(app)))
         assert app.is_running
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fixed_host import fixed_app
 from pilot_wait import settle, wait_for
-from screen_text import screen_text
+from screen_text import notified, screen_text
 
 from console.ui.screens.confirm import ConfirmSwitch
 from console.ui.screens.confirm_unit import ConfirmUnitAction
@@ -93,7 +93,7 @@ async def test_read_only_refuses_stop_and_restart_in_the_tui(host_screen_ready) 
     async with app.run_test(size=(120, 40)) as pilot:
         await host_screen_ready(pilot)
         app.screen._unit_action("stop")  # what `S` would do if its binding were not hidden
-        assert await settle(pilot, lambda: any("read-only mode" in n.message for n in app._notifications))
+        assert await settle(pilot, lambda: any("read-only mode" in n.message for n in notified(app)))
         assert not isinstance(app.screen, ConfirmUnitAction)
 
 
@@ -139,7 +139,7 @@ async def test_restart_reports_ready_then_a_failed_restart_with_its_card(demo_ap
             assert await wait_for(pilot, lambda n=count: len(finals) > n and panel.finished, timeout_s=60)
             result = finals[-1]
             assert result.extra.get("action") == "restart" and result.outcome == attempt, result
-            notes = [n.message for n in app._notifications]
+            notes = [n.message for n in notified(app)]
             if attempt == "ready":
                 assert "EP8 READY" in notes, notes
             else:
@@ -153,8 +153,8 @@ async def test_notifications_show_host_text_inert_and_redacted() -> None:
     async with app.run_test(size=(120, 40)) as pilot:
         assert await settle(pilot, lambda: isinstance(app.screen, HostScreen))
         app.notify("gpu1: start failed: \x1b]52;c;aGk=\x07[bold]\u202eevil api_key=sk-live-1")
-        assert await settle(pilot, lambda: any("gpu1: start failed" in n.message for n in app._notifications))
-        note = list(app._notifications)[-1]
+        assert await settle(pilot, lambda: any("gpu1: start failed" in n.message for n in notified(app)))
+        note = notified(app)[-1]
         assert note.message == "gpu1: start failed: \\x1b]52;c;aGk=\\x07[bold]\\u202eevil api_key=***"
         assert note.markup is False  # `[bold]` from a host is text, not markup
 

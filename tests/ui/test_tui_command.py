@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from screen_text import notified
 from waiting import settle
 
 from console.cli import main
@@ -108,7 +109,7 @@ async def test_notices_show_as_notifications() -> None:
 
     app = fixed_app({"demo": "ep8"}, notices=["demo/kimi-k2.6: port 30000 is in use here; the demo serves on 41234"])
     async with app.run_test(size=(120, 40)) as pilot:
-        assert await settle(pilot, lambda: any("the demo serves on 41234" in n.message for n in app._notifications))
+        assert await settle(pilot, lambda: any("the demo serves on 41234" in n.message for n in notified(app)))
 
 
 def test_a_users_theme_overrides_and_extends_the_shipped_ones(tmp_path) -> None:

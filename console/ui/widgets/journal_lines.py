@@ -41,6 +41,11 @@ CLASS_STYLE = {
     FindingClass.GPU_XID: ("error", "XID"),
     FindingClass.ENGINE_ERROR: ("error", "ERROR"),
     FindingClass.ENGINE_DIED: ("error", "DIED"),
+    FindingClass.NVSHMEM_INIT: ("nccl", "NVSHMEM"),
+    FindingClass.DEEPEP_TIMEOUT: ("nccl", "DEEPEP TIMEOUT"),
+    FindingClass.GLOO: ("nccl", "GLOO"),
+    FindingClass.ENGINE_WATCHDOG: ("error", "WATCHDOG"),
+    FindingClass.KV_TRANSFER: ("error", "KV TRANSFER"),
 }
 
 

@@ -65,7 +65,7 @@ async def _status(host_cfgs, as_json: bool) -> int:
                                     "evidence": evidence})
                     else:
                         _print_human(st)
-                        why = "not read (the host does not answer)" if unit_error(st) else why
+                        why = "not read (the host does not answer)" if st.unreachable else why
                         print(f"  {shown(figures_line(figures, why))}")
                         print(f"  {shown(serving_line(verdict))}")
                         if evidence is not None:
@@ -134,14 +134,6 @@ async def _head_runs_none(head, service) -> bool:
         return False
 
 
-def unit_error(st) -> str | None:
-    """Why the service's units could not be read, when they could not (the host does not answer)."""
-    if st.units or not st.error:
-        return None
-    found = next((part for part in st.error.split("; ") if part.startswith("units: ")), None)
-    return None if found is None else f"the host does not answer ({found.removeprefix('units: ')})"
-
-
 def _print_human(st) -> None:
     """The service in plain lines; unit states, GPU names and errors are host text, shown safely."""
     from console.domain.text import shown
@@ -150,7 +142,7 @@ def _print_human(st) -> None:
         sys.stdout.write(shown(line) + "\n")
 
     unit = st.active_state
-    unread = unit_error(st)
+    unread = st.unreachable
     if unit is not None:
         state = f"{unit.active} ({unit.sub})"
     elif unread is not None:  # the units could not be read: nothing is known to run, nor known not to

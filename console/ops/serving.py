@@ -115,7 +115,7 @@ def verdict_for(
     if key is None:
         empty = ProgressMemory(engine_key="", state=UNKNOWN, since=taken)
         return ServingVerdict(state=UNKNOWN, since=taken, last_progress_at=None, pending=Pending(),
-                              reason="no unit running", memory=empty)
+                              reason=st.unreachable or "no unit running", memory=empty)
     moved_at, log_running, log_waiting = log_progress(entries)
     was_ready = memory is not None and memory.engine_key == key and memory.state != UNKNOWN
     ready = (st.health is not None and st.health.status == "ready") or was_ready

@@ -52,6 +52,14 @@ class ServiceStatus:
         return group_state(self.ranks) if self.ranks else None
 
     @property
+    def unreachable(self) -> str | None:
+        """Why the units could not be read, when they could not: the host does not answer."""
+        if self.units or not self.error:
+            return None
+        found = next((part for part in self.error.split("; ") if part.startswith("units: ")), None)
+        return None if found is None else f"the host does not answer ({found.removeprefix('units: ')})"
+
+    @property
     def active_state(self) -> UnitState | None:
         return next((u for u in self.units if u.unit == self.active_unit), None)
 

@@ -3,6 +3,7 @@ literal `\\n`."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -79,7 +80,8 @@ def test_the_stall_story_names_the_stall_and_the_diverged_rank_while_health_answ
         assert readings[-1]["serving"]["state"] == "stalled" and readings[-1]["serving"]["ranks"] == ["GPU 3"]
         verdict = events[-1]
         assert verdict["event"] == "verdict" and verdict["http_status"] == 200 and verdict["ranks"] == ["GPU 3"]
-        assert "GPU 3 idle at 0%" in verdict["ranks_words"] and "3 GPUs spin at 100%" in verdict["ranks_words"]
+        # the simulated busy-wait reads 96-100% like the reports' (vllm#46097: SM~96%), the diverged rank 0%
+        assert re.search(r"GPU 3 idle at 0% .* 3 GPUs spin at (9[5-9]|100)%", verdict["ranks_words"]), verdict
         assert engine_pids(tmp_path) == []
     finally:
         kill_leftovers(tmp_path)

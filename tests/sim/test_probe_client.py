@@ -135,7 +135,7 @@ async def test_vllms_rule_times_every_chunk_with_a_choice_and_ends_at_the_last_t
     async with ProbeClient(url, endpoint=CHAT) as sglang_rule:
         late = await sglang_rule.request(Prompt("hello", 1, 3))
     assert early.ok and late.ok and early.output_tokens == late.output_tokens == 3
-    assert early.ttft_s is not None and early.ttft_s < 0.1 <= 0.15 <= late.ttft_s  # the role chunk counted
+    assert early.ttft_s is not None and early.ttft_s < 0.15 <= late.ttft_s  # the role chunk, sent before the delay
     assert len(early.itl_s) == 3 and len(late.itl_s) == 2  # the role chunk's gap is one more ITL
     assert early.e2e_s >= 0.15 + 2 * 0.01
 
@@ -195,7 +195,7 @@ async def test_max_duration_cuts_a_level_short(serve):
         summary = await run_level(client, random_prompts(20, 8, 20, seed=1), concurrency=2,
                                   max_duration_s=0.3)
     assert summary.truncated and summary.completed == 0 and summary.failed == 0
-    assert summary.duration_s < 1.0
+    assert summary.duration_s < 10.0  # cut, not the ~20 s the whole level would take
 
 
 async def test_warm_up_fails_only_when_every_request_fails(serve):

@@ -116,6 +116,7 @@ class StartWatch:
         self._cursor: str | None = None
         self._last_phase: Phase | None = None
         self._log: deque[tuple[str, float, bool]] = deque(maxlen=START_LOG_LINES)  # this start's own lines
+        self._exited_mono: float | None = None  # when the main process was seen gone (journal or state)
         self.port_open_s: float | None = None
         self.http_ready_s: float | None = None
         self.first_token_s: float | None = None
@@ -222,14 +223,30 @@ class StartWatch:
                 self.unexplained.append(finding)
             if not finding.fatal:
                 continue
+            if entry.by_systemd:
+                self._exited_mono = self._exited_mono or time.monotonic()
             if tier_of(finding.cls) >= OPEN:
                 # A summary of the death (systemd's exit status, "EngineCore failed to start", a bare
                 # exception) may precede its cause in the journal (journald may store systemd's line
-                # before the engine's last stdout lines): give the cause a moment to arrive.
-                asyncio.get_running_loop().call_later(UNIT_LINE_TRAIL_S, self._decide_failed, entry.ts)
+                # before the engine's last stdout lines): the cause can come until the process is gone.
+                self._trail(entry.ts, time.monotonic())
             else:
                 self.phase = Phase.FAILED
                 self._decide_failed(entry.ts)
+
+    def _trail(self, ts: float, summary_mono: float) -> None:
+        """Decide on a summary once the process has been gone UNIT_LINE_TRAIL_S, or JOURNAL_GRACE_S after it."""
+        if self.decided():
+            return
+        now = time.monotonic()
+        if self._exited_mono is not None:
+            wait = UNIT_LINE_TRAIL_S - (now - self._exited_mono)
+        else:
+            wait = min(UNIT_LINE_TRAIL_S, JOURNAL_GRACE_S - (now - summary_mono))
+        if wait > 0:
+            asyncio.get_running_loop().call_later(wait, self._trail, ts, summary_mono)
+        else:
+            self._decide_failed(ts)
 
     def _decide_failed(self, ts: float) -> None:
         """Fail the start with the decisive finding: the root cause, its consequences under it."""
@@ -265,6 +282,7 @@ class StartWatch:
                 self.emit(StateEvent, state=state)
             last = state
             if state.active in ("failed", "inactive") or state.sub == "auto-restart":
+                self._exited_mono = self._exited_mono or time.monotonic()
                 changed_at = state.since or time.time()
                 await self._journal_grace()  # let the journal name the cause first
                 if not self.decided():

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -218,26 +219,33 @@ def test_health_is_200_while_the_engine_lives_and_503_once_it_died(tmp_path: Pat
     argv = [sys.executable, "-m", "console.sim.vllm", "serve", str(QWEN), "-tp", "4", "--host", "127.0.0.1",
             "--port", str(port), "--gpu-count", "4", "--ledger-dir", str(tmp_path / "ledger"),
             "--fail", "engine_dead"]  # fmt: skip
-    env = dict(os.environ, SERVE_CONSOLE_SIM_TIME_SCALE="0.05", PYTHONUNBUFFERED="1")
+    # the core dies when the test says (SIGUSR1, as its `kill -9`), once /health has answered 200
+    env = dict(os.environ, SERVE_CONSOLE_SIM_TIME_SCALE="0.05", PYTHONUNBUFFERED="1",
+               SERVE_CONSOLE_SIM_DIE_ON_SIGNAL="1")
     proc = subprocess.Popen(
         argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO, env=env
     )
     seen: list[int | None] = []
     try:
+        def health() -> int | None:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1) as resp:
+                    return resp.status
+            except urllib.error.HTTPError as exc:
+                return exc.code
+            except (urllib.error.URLError, ConnectionError):
+                return None  # not served before the engine has started, nor after the exit
+
         def exited() -> bool:  # /health read until the exit
             if proc.poll() is not None:
                 return True
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1) as resp:
-                    status: int | None = resp.status
-            except urllib.error.HTTPError as exc:
-                status = exc.code
-            except (urllib.error.URLError, ConnectionError):
-                status = None  # not served before the engine has started, nor after the exit
+            status = health()
             if not seen or seen[-1] != status:
                 seen.append(status)
             return False
 
+        wait_for(lambda: exited() or 200 in seen, "the simulated vLLM's /health to answer 200")
+        proc.send_signal(signal.SIGUSR1)
         wait_for(exited, "the simulated vLLM to exit after its engine died")
         out, _ = proc.communicate(timeout=10)
     finally:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import urllib.error
@@ -211,8 +212,9 @@ def test_health_after_the_engine_core_dies_is_503_then_gone_and_the_server_exits
     real_codes = [c for i, (_, c, _) in enumerate(real) if i == 0 or real[i - 1][1] != c]
     assert real_codes == ["200", "503", "000"]
     port = free_port()
+    env = dict(sim_env(), SERVE_CONSOLE_SIM_DIE_ON_SIGNAL="1")  # the core dies once a 200 was seen
     proc = subprocess.Popen(sim_argv(port, tmp_path, "--fail", "engine_dead"), stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, cwd=REPO, env=sim_env())  # fmt: skip
+                            stderr=subprocess.STDOUT, text=True, cwd=REPO, env=env)  # fmt: skip
     seen: list[str] = []
     try:
         def exited() -> bool:  # /health read until the exit, and once after it: refused, however short the window
@@ -223,6 +225,8 @@ def test_health_after_the_engine_core_dies_is_503_then_gone_and_the_server_exits
                 seen.append(code)
             return not running
 
+        wait_for(lambda: exited() or "200" in seen, "the simulated vLLM's /health to answer 200", interval_s=0.05)
+        proc.send_signal(signal.SIGUSR1)  # as the real test's `kill -9` of the EngineCore
         wait_for(exited, "the simulated vLLM to exit after its engine died", timeout_s=60, interval_s=0.05)
         out, _ = proc.communicate(timeout=10)
     finally:

@@ -16,6 +16,7 @@ import asyncio
 import errno
 import json
 import os
+import signal
 import socket
 import sys
 from collections.abc import Sequence
@@ -43,6 +44,8 @@ PROCESS_NAME = "VLLM::EngineCore"
 STATS_INTERVAL_S = 10.0
 #: How long /health answers 503 after the engine core died, before the API server exits (about 2.9 s seen).
 ENGINE_DEAD_503_S = 2.9
+#: Set: `--fail engine_dead` waits for SIGUSR1 (a test's `kill -9` of the core) instead of dying 3 s after start.
+DIE_ON_SIGNAL_ENV = "SERVE_CONSOLE_SIM_DIE_ON_SIGNAL"
 
 
 async def _never() -> None:
@@ -128,6 +131,7 @@ class SimVllm(SimServer):
         log.info(log.api, "launcher.py:186", "Available routes are:")
         for path, method in ROUTES:
             log.info(log.api, "launcher.py:195", f"Route: {path}, Methods: {method}")
+        killed = _kill_signal() if args.fail == "engine_dead" else None  # in place before /health answers
         try:
             await http.start(args.host, args.port)
         except OSError as exc:
@@ -141,7 +145,7 @@ class SimVllm(SimServer):
         log.uvicorn("INFO", "Waiting for application startup.")
         log.uvicorn("INFO", "Application startup complete.")
         if args.fail == "engine_dead":
-            await startup.at(startup.t + 3.0)
+            await (killed.wait() if killed is not None else startup.at(startup.t + 3.0))
             await self.engine_dies(startup, http)
         if (stall := stall_from(args.fail)) is not None:
             stall.on_engage.append(lambda: startup.show_stall(stall.kind))
@@ -244,3 +248,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def _kill_signal() -> asyncio.Event | None:
+    """Set at SIGUSR1 when DIE_ON_SIGNAL_ENV is set: the engine core's death, when a test says."""
+    if not os.environ.get(DIE_ON_SIGNAL_ENV):
+        return None
+    killed = asyncio.Event()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGUSR1, killed.set)
+    return killed

@@ -15,7 +15,6 @@ import time
 from pathlib import Path
 
 from console.commands.host_args import print_json
-from console.domain.text import shown
 
 HEAD, SERVICE, LAYOUT = "demo-a", "deepseek-v3", "TP16"
 #: How long the story waits for the console to name the dead node before it calls the story failed.
@@ -23,29 +22,19 @@ VERDICT_WAIT_S = 30.0
 
 
 async def nodes_story(config, state_root: Path, as_json: bool) -> int:
-    from console.commands.switch_output import HumanPrinter, JsonPrinter
-    from console.factory import open_hosts
-    from console.ops.audit import AuditLog
-    from console.ops.switch import READY, switch_layout
+    from console.commands.demo_stage import stage
     from console.sim.host import time_scale
 
-    hosts = {h.name: h for h in open_hosts(config, state_dir=state_root, stop_units_on_close=True)}
-    head = hosts[HEAD]
-    service = head.config.service(SERVICE)
-    audit = AuditLog(state_root / "audit.sqlite3")
-    say = (lambda _t: None) if as_json else (lambda text: print(shown(text), flush=True))
-    printer = JsonPrinter() if as_json else HumanPrinter(head.name, service.name)
-    say(f"serve-console demo --nodes: {service.name} over {', '.join(service.cluster.nodes)}, "
-        f"time scale {time_scale(head.config):g}")  # fmt: skip
-    try:
+    async with stage(config, state_root, as_json, head=HEAD, service=SERVICE) as on:
+        head, say = on.hosts[HEAD], on.say
+        service = head.config.service(SERVICE)
+        say(f"serve-console demo --nodes: {service.name} over {', '.join(service.cluster.nodes)}, "
+            f"time scale {time_scale(head.config):g}")  # fmt: skip
         say("")
         say(f"1. Switch to {LAYOUT} over both hosts (--tp-size 16 --nnodes 2, each node its node-rank):")
-        first = await switch_layout(head, service, LAYOUT, audit=audit, on_event=printer)
-        if first.outcome != READY:
-            say(f"{LAYOUT} did not come up; the story cannot go on.")
+        if not await on.first_switch(head, service, LAYOUT):
             return 1
-        say("")
-        worker = hosts[service.cluster.nodes[1]]
+        worker = on.hosts[service.cluster.nodes[1]]
         unit = service.unit_for(service.layout(LAYOUT))
         pid = (await worker.services.state(unit)).main_pid
         say(f"2. Kill the worker's engine on {worker.name} (kill -9 {pid}), as a rank dies in the field:")
@@ -56,12 +45,6 @@ async def nodes_story(config, state_root: Path, as_json: bool) -> int:
             say(f"  the console did not name the dead node in {VERDICT_WAIT_S:.0f} s")
             return 1
         return 0
-    finally:
-        say("")
-        say("Stopping the demo's units...")
-        audit.close()
-        for host in hosts.values():
-            await host.close()  # stops the units: the demo leaves no engine behind
 
 
 async def _until_dead(head, service, killed: float, say, as_json: bool):

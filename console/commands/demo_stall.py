@@ -16,7 +16,6 @@ import time
 from pathlib import Path
 
 from console.commands.host_args import print_json
-from console.domain.text import shown
 
 HOST, SERVICE, LAYOUT = "demo-vllm", "qwen3-235b", "TP4"
 #: Seconds of serving before the rank diverges (real seconds).
@@ -26,48 +25,34 @@ VERDICT_WAIT_S = 60.0
 
 
 async def stall_story(config, state_root: Path, as_json: bool) -> int:
-    from console.commands.switch_output import HumanPrinter, JsonPrinter
-    from console.factory import open_hosts
-    from console.ops.audit import AuditLog
-    from console.ops.switch import READY, switch_layout
+    from console.commands.demo_stage import stage
     from console.sim.engine_args import FAIL_ENV
     from console.sim.stall import STALL_AFTER_ENV
 
     # the engine this story starts gets the fault in its environment, as a unit's Environment= would carry it
     os.environ[FAIL_ENV] = "diverged"
     os.environ[STALL_AFTER_ENV] = repr(STALL_AFTER_S)
-    hosts = {h.name: h for h in open_hosts(config, state_dir=state_root, stop_units_on_close=True)}
-    host = hosts[HOST]
-    service = host.config.service(SERVICE)
-    audit = AuditLog(state_root / "audit.sqlite3")
-    say = (lambda _t: None) if as_json else (lambda text: print(shown(text), flush=True))
-    printer = JsonPrinter() if as_json else HumanPrinter(host.name, service.name)
-    say(f"serve-console demo --stall: {service.name} on {host.name}, {LAYOUT}")
     client: asyncio.Task[None] | None = None
-    try:
-        say("")
-        say(f"1. Switch to {LAYOUT}:")
-        first = await switch_layout(host, service, LAYOUT, audit=audit, on_event=printer)
-        if first.outcome != READY:
-            say(f"{LAYOUT} did not come up; the story cannot go on.")
-            return 1
-        say("")
-        say("2. A client streams a long completion; the console reads status as the TUI does, every second.")
-        say(f"   {STALL_AFTER_S:g} s in, the 4th rank's kernel hangs and the other three spin in the collective:")
-        tokens: list[float] = []
-        client = asyncio.create_task(_stream(service.url, tokens))
-        verdict = await _until_stalled(host, service, tokens, say, as_json)
-        return 0 if verdict is not None else 1
-    finally:
-        if client is not None:
-            client.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await client
-        say("")
-        say("Stopping the demo's units...")
-        audit.close()
-        for h in hosts.values():
-            await h.close()  # stops the units: the demo leaves no engine behind
+    async with stage(config, state_root, as_json, head=HOST, service=SERVICE) as on:
+        host, say = on.hosts[HOST], on.say
+        service = host.config.service(SERVICE)
+        say(f"serve-console demo --stall: {service.name} on {host.name}, {LAYOUT}")
+        try:
+            say("")
+            say(f"1. Switch to {LAYOUT}:")
+            if not await on.first_switch(host, service, LAYOUT):
+                return 1
+            say("2. A client streams a long completion; the console reads status as the TUI does, every second.")
+            say(f"   {STALL_AFTER_S:g} s in, the 4th rank's kernel hangs and the other three spin in the collective:")
+            tokens: list[float] = []
+            client = asyncio.create_task(_stream(service.url, tokens))
+            verdict = await _until_stalled(host, service, tokens, say, as_json)
+            return 0 if verdict is not None else 1
+        finally:
+            if client is not None:
+                client.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await client
 
 
 async def _stream(url: str, tokens: list[float]) -> None:

@@ -1,4 +1,4 @@
-"""How soon is a failure an alert in Alertmanager? The watch daemon against the seed's 15 s loop.
+"""How soon is a failure an alert in Alertmanager? The watch daemon against the operator's 15 s loop.
 
 Three parts, in one run:
 
@@ -6,12 +6,12 @@ Three parts, in one run:
   watch` (the daemon, at its default 5 s reading and 60 s re-send) runs over them with a real Alertmanager
   (Debian's `prometheus-alertmanager`, tests/alertmanager.py). Measured: the time from the engine's fatal
   line (its journal entry) to the alert being visible in Alertmanager's API (`GET /api/v2/alerts`, polled
-  every 20 ms). Side by side, the seed's loop watches the same start (bench/detect_latency.py's
+  every 20 ms). Side by side, the operator's loop watches the same start (bench/detect_latency.py's
   `seed_loop`: every 15 s `is-active`, then `/v1/models`, at a random phase): it raises no alert at all,
   so its verdict time is a floor under any alert it could have sent.
 - **Crash loop:** a unit with `Restart=always` (`RestartSec=0.1`) that dies every time; measured from the
   journal's `Started` line of its Nth restart (N = 3, the default threshold) to the crash-loop alert in
-  Alertmanager's API. The seed's loop never names a crash loop (and while a restart runs, `is-active`
+  Alertmanager's API. The operator's loop never names a crash loop (and while a restart runs, `is-active`
   says active).
 - **Memory over a day:** the rules, the book, the state file and the outbox fed 24 simulated hours of
   events for 20 hosts in a few seconds of real time (a unit crash-looping all day, failures that resolve
@@ -149,7 +149,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=8, help="failed starts (default 8)")
     parser.add_argument("--crash-rounds", type=int, default=5, help="crash loops (default 5)")
     parser.add_argument("--time-scale", type=float, default=0.02, help="simulated engines' pace (default 0.02)")
-    parser.add_argument("--period", type=float, default=15.0, help="the seed loop's period, s (default 15)")
+    parser.add_argument("--period", type=float, default=15.0, help="the story loop's period, s (default 15)")
     parser.add_argument("--hours", type=float, default=24.0, help="simulated hours for the memory part")
     args = parser.parse_args()
     reason = missing_reason()

@@ -1,14 +1,14 @@
-"""How fast is a failed or a ready start known? The console's switch against the seed's 15 s loop.
+"""How fast is a failed or a ready start known? The console's switch against the operator's 15 s loop.
 
 Both watch the same starts on the simulated demo host, side by side in one run:
 
 - the console: `switch_layout`, watching journal, unit state and health at once;
-- the seed's loop, reimplemented faithfully: every 15 s (real seconds, whatever the time scale), the
+- the operator's loop, reimplemented faithfully: every 15 s (real seconds, whatever the time scale), the
   host's `is-active` for the unit, then an HTTP GET of `/v1/models`; not active means failed, a 200 from
   `/v1/models` means ready. Its first check falls at a random point of its 15 s period after the start, as
   for an operator's loop already running.
 
-Each round starts EP8 (ready) and then TP4 EP2 forced (the seed's OOM). For each watcher it reports the
+Each round starts EP8 (ready) and then TP4 EP2 forced (the story's OOM). For each watcher it reports the
 time from the engine's death (its fatal error line, or systemd's `Main process exited` entry when that
 comes first) to the failure verdict, and from the
 engine's real ready line (`The server is fired up and ready to roll!`) to the ready verdict; a negative
@@ -54,7 +54,7 @@ class LoopVerdict:
 
 
 async def seed_loop(host: Host, unit: str, url: str, *, first_check_s: float, period_s: float) -> LoopVerdict:
-    """The seed's loop: every `period_s`, `systemctl is-active UNIT`, then `curl URL/v1/models`."""
+    """The operator's loop: every `period_s`, `systemctl is-active UNIT`, then `curl URL/v1/models`."""
     start = time.monotonic()
     checks = 0
     timeout = aiohttp.ClientTimeout(total=5)
@@ -82,7 +82,7 @@ async def event_ts(host: Host, unit: str, needle: str, after: float) -> float | 
 
 
 async def one_start(host: Host, layout: str, *, force: bool, period_s: float) -> dict:
-    """Switch to `layout` with the console while the seed's loop watches the same start."""
+    """Switch to `layout` with the console while the operator's loop watches the same start."""
     service = host.config.services[0]
     unit = service.unit_for(service.layout(layout))
     loop_task: list[asyncio.Task] = []
@@ -207,12 +207,12 @@ def report(out: dict) -> None:
           "negative means it knew before the process was gone)")  # fmt: skip
     print(f"ready verdict after the engine's ready line: console median {s(out['console_ready_median_s'])}, "
           f"seed loop median {s(out['loop_ready_median_s'])}")  # fmt: skip
-    print(f"the seed loop declared ready early (on /v1/models, before the ready line): "
+    print(f"the story loop declared ready early (on /v1/models, before the ready line): "
           f"{out['loop_early_ready']} of {out['ready_starts']} starts")  # fmt: skip
     window = out["warmup_window_median_s"]
     if window is not None:
         real = window / out["time_scale"]
-        print(f"  /v1/models answers {window:.3f} s before the ready line here ({real:.1f} s at the seed's pace): "
+        print(f"  /v1/models answers {window:.3f} s before the ready line here ({real:.1f} s at the story's pace): "
               f"a {out['loop_period_s']:g} s loop declares ready early in about {min(1.0, real / out['loop_period_s']):.0%} "
               "of real starts")  # fmt: skip
     fr, rr = out["fail_ratio"], out["ready_ratio"]
@@ -227,7 +227,7 @@ if __name__ == "__main__":
     parser.add_argument(
         "--time-scale", type=float, default=0.1, help="the simulated engine's pace (default 0.1)"
     )
-    parser.add_argument("--period", type=float, default=15.0, help="the seed loop's period in s (default 15)")
+    parser.add_argument("--period", type=float, default=15.0, help="the story loop's period in s (default 15)")
     args = parser.parse_args()
     interrupt_on_termination()  # `timeout` and a closed terminal end it as Ctrl-C does: its units stopped
     try:

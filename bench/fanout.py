@@ -1,5 +1,5 @@
 """Fan-out: one status cycle (unit state + GPU sample) for every test host, persistent SSH connections
-versus the seed's way (one new `ssh` process per command), side by side in one run.
+versus the story's way (one new `ssh` process per command), side by side in one run.
 
     .venv/bin/python bench/fanout.py            # 8 hosts, 15 cycles each way
     SERVE_CONSOLE_FANOUT_HOSTS=4 SERVE_CONSOLE_FANOUT_CYCLES=5 .venv/bin/python bench/fanout.py
@@ -71,7 +71,7 @@ def hosts_up(count: int) -> list[str] | None:
 
 
 async def ssh_process_cycle(names: list[str]) -> float:
-    """The seed's way: a fresh `ssh` (TCP + key exchange + auth) for each command."""
+    """The story's way: a fresh `ssh` (TCP + key exchange + auth) for each command."""
     config = str(testbed_dir() / "ssh_config")
 
     async def one(name: str, argv: list[str]) -> None:

@@ -40,7 +40,7 @@ from console.config import FleetConfig, HostConfig  # noqa: E402
 from console.ops.fleet.rows import PrometheusFleet  # noqa: E402
 
 #: bench/fanout.py's recorded run (docs/benchmarks.md): 8 test hosts, console cycle median 54.6 ms,
-#: the seed's one-ssh-process-per-command cycle 2,470 ms.
+#: the story's one-ssh-process-per-command cycle 2,470 ms.
 FANOUT_RECORDED = {"hosts": 8, "console_median_s": 0.0546, "ssh_per_command_median_s": 2.47}
 
 
@@ -146,7 +146,7 @@ def main() -> int:
     print(f"  SSH path for {count} hosts, from bench/fanout.py ({source}): {per_host_s * 1000:.2f} ms/host "
           f"-> {ssh_s:.2f} s per refresh and {count} SSH connections; ratio {ssh_s / wall:.1f}x "
           f"({ssh_s / med['seen_wall']:.1f}x against a refresh with last-seen)")
-    print(f"  the seed's ssh-per-command at {count} hosts: {seed_s:.0f} s per refresh; ratio {seed_s / wall:.0f}x")
+    print(f"  the story's ssh-per-command at {count} hosts: {seed_s:.0f} s per refresh; ratio {seed_s / wall:.0f}x")
     print(json.dumps({
         "bench": "fleet", "source": "prometheus", "hosts": count, "refresh_median_s": round(wall, 4),
         "cpu_s_per_refresh": round(cpu, 4), "server_cpu_s_per_refresh": round(server_cpu, 4),

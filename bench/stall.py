@@ -9,7 +9,7 @@ spinning in a collective (`spin`), one rank diverged (`diverged`). It measures, 
   token to the first reading that says stalled, at the defaults (stall_after_s 20 s);
 - the engine's /health, read on every reading: the share that answered 200 (vLLM: all of them; SGLang:
   200 until its one-token check has waited SGLANG_HEALTH_CHECK_TIMEOUT, then 503);
-- the seed's loop (every 15 s: `systemctl is-active`, then GET /v1/models): whether both still pass at
+- the operator's loop (every 15 s: `systemctl is-active`, then GET /v1/models): whether both still pass at
   the verdict (then it never fires);
 - the engines' own watchdogs: 300 s (vLLM's VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS, SGLang's --watchdog-timeout).
 
@@ -96,7 +96,7 @@ async def stream(url: str, tokens: list[float], max_tokens: int = 100000, prompt
 
 
 async def seed_loop_passes(host, service, unit: str) -> bool:
-    """The seed's check: `systemctl is-active` and GET /v1/models, both passing."""
+    """The story's check: `systemctl is-active` and GET /v1/models, both passing."""
     import aiohttp
 
     active = (await host.services.state(unit)).is_running
@@ -226,7 +226,7 @@ async def main() -> None:
     times = [r["after_s"] for r in rows]
     median = statistics.median(times)
     print(f"stall named: median {median:.1f} s after the last token (max {max(times):.1f} s); the engines' "
-          f"watchdogs {WATCHDOG_S:.0f} s: {WATCHDOG_S / median:.0f}x; the seed loop never fires "
+          f"watchdogs {WATCHDOG_S:.0f} s: {WATCHDOG_S / median:.0f}x; the story loop never fires "
           f"({sum(r['seed_loop_passes'] for r in rows)}/{len(rows)} passing at the verdict)")
     print(json.dumps({"stall_median_s": round(median, 2), "stall_max_s": round(max(times), 2),
                       "by_shape": {f"{r['engine']}/{r['shape']}": round(r["after_s"], 2) for r in rows},

@@ -8,7 +8,7 @@ does not explain (the state's verdict after the journal grace), the simulated vL
 max-model-len lines, `demo --nodes` naming a dead node, and a stop after a full disk.
 
 Each case runs `--rounds` times; it reports the median and max `detected_after_s` against the limit the
-test used to assert (the target) and against the seed's 15 s loop, whose verdict falls uniformly over its
+test used to assert (the target) and against the operator's 15 s loop, whose verdict falls uniformly over its
 period (expected 7.5 s; bench/detect_latency.py measures that loop itself). The last line is one JSON
 object.
 

@@ -1,4 +1,4 @@
-"""`serve-console demo`: the seed's story, headless, on the embedded simulated cluster.
+"""`serve-console demo`: the Kimi K2.6 story, headless, on the embedded simulated cluster.
 
 EP8 comes up and serves; TP4 EP2, forced past the fit check, runs out of GPU memory while loading; the
 console names the OOM with its figures within a second and rolls back to EP8. The units run in a
@@ -18,14 +18,14 @@ from pathlib import Path
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "demo",
-        help="the seed's story headless: EP8 ready, TP4 EP2 forced, OOM, rollback to EP8",
+        help="the Kimi K2.6 story headless: EP8 ready, TP4 EP2 forced, OOM, rollback to EP8",
         description="Runs on the packaged demo cluster (one simulated host, 8x 96 GB GPUs, Kimi K2.6).",
     )
     parser.add_argument(
         "--time-scale",
         type=float,
         metavar="X",
-        help="simulated pace: 1.0 is the seed's real pace, 0.05 twenty times faster "
+        help="simulated pace: 1.0 is the story's real pace, 0.05 twenty times faster "
         "(default: SERVE_CONSOLE_SIM_TIME_SCALE, else the demo config's)",
     )
     parser.add_argument("--json", action="store_true", help="JSON lines instead of the human report")
@@ -113,13 +113,13 @@ async def _story(host_cfg, state_root: Path, as_json: bool) -> int:
     say(f"serve-console demo: host {host.name}, {service.name}, time scale {time_scale(host_cfg):g}")
     try:
         say("")
-        say("1. Switch to EP8 (--tp-size 8 --ep-size 8), the seed's best layout:")
+        say("1. Switch to EP8 (--tp-size 8 --ep-size 8), the story's best layout:")
         first = await switch_layout(host, service, "EP8", audit=audit, on_event=printer)
         if first.outcome != READY:
             say("EP8 did not come up; the story cannot go on.")
             return 1
         say("")
-        say("2. Switch to TP4 EP2, forced past the fit check (the seed's OOM):")
+        say("2. Switch to TP4 EP2, forced past the fit check (the story's OOM):")
         second = await switch_layout(host, service, "TP4 EP2", force=True, audit=audit, on_event=printer)
         say("")
         say("Report")
@@ -130,7 +130,7 @@ async def _story(host_cfg, state_root: Path, as_json: bool) -> int:
         if second.failure is not None:
             say(f"  cause: {headline(second)}")
         ok = second.outcome == FAILED and second.rollback is not None and second.rollback.outcome == READY
-        say("  The seed's 15 s polling loop would have needed up to 15 s to notice the death, and would have")
+        say("  The operator's 15 s polling loop would have needed up to 15 s to notice the death, and would have")
         say("  taken /v1/models answering for readiness.")
         return 0 if ok else 1
     finally:

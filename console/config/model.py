@@ -139,7 +139,7 @@ class SimConfig:
     gpu_total_mib: int = 97887
     gpu_name: str = "NVIDIA RTX PRO 6000 Blackwell Server Edition"
     time_scale: float = 1.0
-    """1.0 is the seed's real pace; SERVE_CONSOLE_SIM_TIME_SCALE overrides it."""
+    """1.0 is the story's real pace; SERVE_CONSOLE_SIM_TIME_SCALE overrides it."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,6 +1,6 @@
 """Token generation at a layout's speed, and the `sglang:` metrics it feeds.
 
-Decode speed at concurrency 1 follows the seed's measurements on 8x RTX PRO 6000 (PCIe) for Kimi K2.6:
+Decode speed at concurrency 1 follows the story's measurements on 8x RTX PRO 6000 (PCIe) for Kimi K2.6:
 TP8 26.3, PP8 36.9 and TP8 EP8 65.3 tok/s, with aggregate ceilings of about 808, 396 and 961 tok/s.
 Other layouts are interpolated: fewer TP ranks mean fewer PCIe all-reduces per token (faster per
 request), EP removes the expert all-reduce (moves a TP layout towards the EP figure), PP pays a hop
@@ -130,7 +130,7 @@ class Generator:
         produced, first_at, last_at = 0, None, start
         try:
             # Real seconds, whatever the time scale (that one speeds up start-up only), so a probe of the
-            # demo measures the seed's rates. Each token is due at the previous one's due time plus a
+            # demo measures the story's rates. Each token is due at the previous one's due time plus a
             # step: a late wake-up (a loaded CPU) then costs one token its time, never the rate.
             due = start + 0.03 + prompt_tokens / PREFILL_TOKENS_PER_S
             if chunked:

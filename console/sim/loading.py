@@ -5,7 +5,7 @@ buffers (non-PyTorch memory), the tensors allocated so far, and a little memory 
 reserved but cannot hand out (fragmentation). A tensor that is larger than the free memory raises the
 OOM, with exactly these figures, as the caching allocator would.
 
-All ranks load at the same nominal rate (about 6.3 GiB/s per GPU, the seed's pace); a seeded jitter of
+All ranks load at the same nominal rate (about 6.3 GiB/s per GPU, the story's pace); a seeded jitter of
 a few percent per rank, fixed per layout, decides which GPU overflows first.
 """
 
@@ -22,7 +22,7 @@ from console.sim.logfmt import Rank
 
 LOAD_RATE_BYTES_PER_S = 6.3 * GIB
 RATE_JITTER = 0.03
-# Chosen so the demo (Kimi K2.6, TP4 EP2) overflows on GPU 2 first, as in the seed's log.
+# Chosen so the demo (Kimi K2.6, TP4 EP2) overflows on GPU 2 first, as in the story's log.
 _JITTER_SALT = "serve-console-sim-7"
 
 

@@ -31,7 +31,7 @@ from console.ui.keys import BY_ID, bindings, validate_keymap
 from console.ui.themes import load_themes
 from console.ui.worker_errors import NotifiesWorkerErrors
 
-#: The layout `--demo` brings up first when nothing runs, as in the seed's story.
+#: The layout `--demo` brings up first when nothing runs, as in the Kimi K2.6 story.
 DEMO_FIRST_LAYOUT = "EP8"
 #: Seconds after the first frame when the startup objects are frozen out of the collector's full passes.
 GC_FREEZE_AFTER_S = 0.2
@@ -156,7 +156,7 @@ class ConsoleApp(NotifiesWorkerErrors, App[None]):
                 screen.start_switch(layout.name, False)
 
     def _demo_host(self) -> str | None:
-        """The host whose service the demo brings up first (the seed's EP8), in config order."""
+        """The host whose service the demo brings up first (the story's EP8), in config order."""
         return next((name for name, host in self.hosts.items()
                      if any(s.layout(DEMO_FIRST_LAYOUT) for s in host.config.services)), None)
 

@@ -26,7 +26,7 @@ async def wait_until(
     return await await_for(predicate, what, timeout_s=timeout_s, interval_s=interval_s)
 
 
-TIME_SCALE = "0.02"  # the seed's minutes become seconds
+TIME_SCALE = "0.02"  # the story's minutes become seconds
 
 
 def k26_service(mapping: str) -> ServiceConfig:

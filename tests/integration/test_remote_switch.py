@@ -1,4 +1,4 @@
-"""The seed's story over SSH against real systemd, for every layout mapping: EP8 comes up with its
+"""The Kimi K2.6 story over SSH against real systemd, for every layout mapping: EP8 comes up with its
 phases streamed from the real journal; TP4 EP2 (forced) dies with the CUDA OOM, detected within a
 second, and is rolled back to EP8. Two consoles switching one service at once: exactly one runs."""
 

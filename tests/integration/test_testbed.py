@@ -222,7 +222,7 @@ def test_drop_ssh_sessions_ends_open_connections_busy_and_idle(clean_testbed) ->
 def test_each_mapping_hands_its_layout_flags_to_the_engine(clean_testbed, mapping, unit, expected) -> None:
     bed = clean_testbed
     name = bed.names[0]
-    # The seed's pace: TP4 EP2 would otherwise hit its OOM and exit before we look at it.
+    # The story's pace: TP4 EP2 would otherwise hit its OOM and exit before we look at it.
     bed.write_file(name, "/etc/serve-console/sim.env", "SERVE_CONSOLE_SIM_TIME_SCALE=1\n")
     if mapping == "env-file":
         bed.write_file(name, "/etc/serve-console/sglang-k26.env", f"SERVE_CONSOLE_LAYOUT_ARGS={expected}\n")

@@ -35,7 +35,7 @@ def test_the_story_prints_no_literal_newline(tmp_path):
         assert run.returncode == 0, run.stderr
         assert "\\n" not in run.stdout
         lines = run.stdout.splitlines()
-        assert "" in lines and "1. Switch to EP8 (--tp-size 8 --ep-size 8), the seed's best layout:" in lines
+        assert "" in lines and "1. Switch to EP8 (--tp-size 8 --ep-size 8), the story's best layout:" in lines
         assert "Stopping the demo's units..." in lines
     finally:
         kill_leftovers(tmp_path)

@@ -1,4 +1,4 @@
-"""Explore on a simulated host shaped like the demo (8x 96 GB, Kimi K2.6): the seed's table, the OOM
+"""Explore on a simulated host shaped like the demo (8x 96 GB, Kimi K2.6): the story's table, the OOM
 layout skipped or failed and rolled back, Ctrl-C leaving one ready engine, resume, the lock."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The probe against the simulated engine: it measures the seed's rates, whatever the time scale."""
+"""The probe against the simulated engine: it measures the story's rates, whatever the time scale."""
 
 from __future__ import annotations
 

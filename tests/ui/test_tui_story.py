@@ -1,4 +1,4 @@
-"""The seed's story, driven by keys in the real app on the simulated demo host.
+"""The Kimi K2.6 story, driven by keys in the real app on the simulated demo host.
 
 EP8 comes up; the operator opens the picker, chooses TP4 EP2, is told it will not fit, forces it;
 the OOM card shows the figures (672.00 MiB tried, on the GPU that died), the journal highlights the

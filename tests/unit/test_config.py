@@ -43,7 +43,7 @@ def test_demo_cluster_is_the_seed_host() -> None:
     assert service.url == "http://127.0.0.1:30000"
     assert service.model_config == KIMI
     assert [lc.name for lc in service.layouts] == ["TP8", "PP8", "EP8", "TP4 EP2"]
-    assert service.layout("EP8").layout == Layout(tp=8, ep=8)  # the seed's --tp-size 8 --ep-size 8
+    assert service.layout("EP8").layout == Layout(tp=8, ep=8)  # the story's --tp-size 8 --ep-size 8
     assert service.layout("tp4ep2").layout == Layout(tp=4, ep=2)
     assert service.layout("PP8").layout == Layout(pp=8)
     assert service.unit_for(service.layout("TP4 EP2")) == "sglang-k26@tp4ep2.service"

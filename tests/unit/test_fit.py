@@ -1,4 +1,4 @@
-"""The fit predictor against public figures: engine logs, checkpoint sizes, the seed's OOM."""
+"""The fit predictor against public figures: engine logs, checkpoint sizes, the story's OOM."""
 
 from __future__ import annotations
 
@@ -82,7 +82,7 @@ def test_seed_672_mib_allocation_is_one_layers_int4_down_projection_split_4_ways
     assert all(t.name.endswith("mlp.experts.w2_weight_packed") for t in w2)
     assert len(w2) == 60  # one per MoE layer: layers 1..60
     assert format_bytes(w2[0].nbytes) == "672.00 MiB"
-    # It comes right after that layer's w13 (gate+up), twice its size: the seed's OOM hit w2.
+    # It comes right after that layer's w13 (gate+up), twice its size: the story's OOM hit w2.
     i = plan.index(w2[0])
     assert plan[i - 1].name.endswith("w13_weight_packed")
     assert plan[i - 1].nbytes == 2 * expected

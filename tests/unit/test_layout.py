@@ -183,7 +183,7 @@ def test_render_sglang_and_vllm_flags() -> None:
         ("TP8", 8, 8),
         ("EP8", 8, 8),
         ("PP8", 8, 8),
-        ("TP4 EP2", 4, 4),  # SGLang carves EP out of TP: 4 GPUs, as the seed ran it
+        ("TP4 EP2", 4, 4),  # SGLang carves EP out of TP: 4 GPUs, as the story ran it
         ("TP8 DP8 DPA", 8, 64),  # DP attention runs inside the TP group; vLLM's DP multiplies
         ("TP4 DP2", 8, 8),  # plain --dp-size: two SGLang replicas
         ("TP2 PP2 DP2", 8, 8),

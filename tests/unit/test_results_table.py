@@ -12,7 +12,7 @@ def line(c: int, agg: float, per_user: float, p99_ttft: float) -> dict:
     return {"concurrency": c, "output_throughput": agg, "per_user_tokens_per_s": per_user, "p99_ttft_ms": p99_ttft}
 
 
-# Shaped like the seed: EP8 fastest everywhere, TP8 better than PP8 at high concurrency only.
+# Shaped like the story: EP8 fastest everywhere, TP8 better than PP8 at high concurrency only.
 LAYOUTS = {
     "TP8": levels_of([line(1, 26.0, 26.3, 80), line(64, 550.0, 8.6, 400)]),
     "PP8": levels_of([line(1, 36.0, 36.9, 80), line(64, 345.0, 5.4, 150)]),

@@ -43,7 +43,7 @@ SGLANG_VLM_FACTOR = 0.95
 def torch_capacity_bytes(nvidia_smi_total_mib: int) -> int:
     """The total capacity PyTorch reports for a card nvidia-smi lists as `nvidia_smi_total_mib` MiB.
 
-    97887 MiB (RTX PRO 6000 96 GB) -> 94.97 GiB, as in the seed's OOM message.
+    97887 MiB (RTX PRO 6000 96 GB) -> 94.97 GiB, as in the story's OOM message.
     """
     return round(nvidia_smi_total_mib * MIB * TORCH_VISIBLE_SHARE)
 

@@ -7,7 +7,7 @@ vLLM's 1 - gpu_memory_utilization plus its profiled peak); headroom is the KV po
 
 Verdicts:
 - `invalid`: the engine would refuse the layout or could not shard the model that way.
-- `oom`: the weights do not load (the seed's `CUDA out of memory` during loading), no memory is left
+- `oom`: the weights do not load (the story's `CUDA out of memory` during loading), no memory is left
   for the KV pool, or (vLLM) the pool cannot hold one request of max-model-len.
 - `tight`: it starts, but the KV pool holds fewer than `TIGHT_KV_TOKENS` tokens.
 - `fits`: otherwise.

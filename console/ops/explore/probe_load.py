@@ -114,7 +114,7 @@ def random_prompts(count: int, input_len: int, output_len: int, seed: int) -> li
 
 
 def sharegpt_prompts(path: Path, count: int, output_len: int, seed: int) -> list[Prompt]:
-    """The first human turn of `count` conversations of a ShareGPT JSON file, shuffled by the seed.
+    """The first human turn of `count` conversations of a ShareGPT JSON file, shuffled by the story.
 
     Raises:
         UsageError: the file cannot be read, is not ShareGPT JSON, or holds no usable conversation

@@ -14,6 +14,7 @@ from console.ops.bundle.record import (
     Incident,
     bundle_path,
     bundles_root,
+    evidence_records,
     write_bundle,
 )
 
@@ -24,6 +25,7 @@ __all__ = [
     "BundleError",
     "bundle_path",
     "bundles_root",
+    "evidence_records",
     "FORMAT",
     "Incident",
     "read_bundle",

@@ -22,7 +22,8 @@ from console.errors import UsageError
 FORMAT = "serve-console-bundle/1"
 SUFFIX = ".jsonl.gz"
 #: Records of the timeline, printed by `replay --json` in time order.
-TIMELINE = ("journal", "unit_state", "switch", "verdict", "card", "evidence")
+#: `metrics`, `gpu`, `health` and `triage` come from the rolling record (docs/recorder.md).
+TIMELINE = ("journal", "unit_state", "switch", "verdict", "card", "evidence", "metrics", "gpu", "health", "triage")
 
 
 class BundleError(UsageError):

@@ -7,7 +7,14 @@ import json
 from pathlib import Path
 
 from console.ops.bundle import Incident, read_bundle
-from console.ops.recorder import RecordWriter, folder_size, list_segments, read_segment, read_window, write_incident_bundle
+from console.ops.recorder import (
+    RecordWriter,
+    folder_size,
+    list_segments,
+    read_segment,
+    read_window,
+    write_incident_bundle,
+)
 
 
 class Clock:
@@ -51,7 +58,7 @@ def test_rotation_keeps_the_folder_under_its_cap(tmp_path: Path) -> None:
     w = RecordWriter(tmp_path, cap_bytes=cap, clock=clock)
     for i in range(3000):
         clock.t += 0.5
-        w.add("journal", node="n", unit="u", message=f"line {i} " + "x%d" % (i * 7919 % 100003) * 20)
+        w.add("journal", node="n", unit="u", message=f"line {i} " + f"x{i * 7919 % 100003}" * 20)
     w.close()
     assert len(list_segments(tmp_path)) > 1
     assert folder_size(tmp_path) <= cap + w.segment_bytes

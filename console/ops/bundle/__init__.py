@@ -6,7 +6,15 @@ evidence folder, on one clock, redacted as the journal is. A failed switch write
 This is the package's public face: other rooms import these names from here, never from its modules.
 """
 
-from console.ops.bundle.fileformat import FORMAT, TIMELINE, Bundle, BundleError, read_bundle, redact_hosts
+from console.ops.bundle.fileformat import (
+    FORMAT,
+    TIMELINE,
+    Bundle,
+    BundleError,
+    read_bundle,
+    redact_hosts,
+    write_records,
+)
 from console.ops.bundle.record import (
     AFTER_S,
     BEFORE_S,
@@ -32,5 +40,6 @@ __all__ = [
     "redact_hosts",
     "TIMELINE",
     "write_bundle",
+    "write_records",
     "WRITE_DEADLINE_S",
 ]

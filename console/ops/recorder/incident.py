@@ -10,8 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from console.ops.bundle import AFTER_S, BEFORE_S, Incident, bundle_path, evidence_records
-from console.ops.bundle.fileformat import write_records
+from console.ops.bundle import AFTER_S, BEFORE_S, Incident, bundle_path, evidence_records, write_records
 from console.ops.recorder.segments import read_window
 
 #: The recorder's kinds that are a bundle's timeline records as they are (the `kind` becomes `record`).

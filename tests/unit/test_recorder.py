@@ -6,7 +6,7 @@ import gzip
 import json
 from pathlib import Path
 
-from console.ops.bundle import Incident, read_bundle
+from console.ops.bundle import Incident, bundles_root, latest_bundle, read_bundle
 from console.ops.recorder import (
     RecordWriter,
     folder_size,
@@ -107,3 +107,19 @@ def test_a_window_is_cut_into_a_bundle_the_console_reads(tmp_path: Path) -> None
     assert size > 0 and bundle.header["source"] == "record"
     assert [r.get("message") or r["record"] for r in bundle.timeline] == ["CUDA out of memory", "unit_state"]
     assert bundle.incident["kind"] == "death"
+
+
+def test_the_newest_bundle_of_a_service_is_found_by_its_header(tmp_path: Path) -> None:
+    folder = tmp_path / "record" / "a-b"
+    w = RecordWriter(folder)
+    w.add("journal", node="a-b", unit="c", service="c", message="died")
+    w.close()
+    paths = []
+    for host, service, at in (("a-b", "c", 1_700_000_000.0), ("a", "b-c", 1_700_000_100.0),
+                              ("a-b", "c", 1_700_000_050.0)):
+        incident = Incident(kind="ServeEngineFailed", reason="x", unit="c", started_at=at, verdict_at=at)
+        paths.append(write_incident_bundle(folder, tmp_path, host=host, service=service, engine="vllm", nodes=[],
+                                           incident=incident, now=at)[0])
+    assert latest_bundle(bundles_root(tmp_path), "a-b", "c") == paths[2]
+    assert latest_bundle(bundles_root(tmp_path), "a", "b-c") == paths[1]
+    assert latest_bundle(bundles_root(tmp_path), "a", "c") is None

@@ -171,3 +171,22 @@ def _is_ip(text: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+def latest_bundle(root: Path, host: str, service: str) -> Path | None:
+    """The newest whole bundle of `service` on `host` under `root` (its header says whose), None when none.
+
+    Names begin with their UTC stamp, so the newest sorts last; half-written ones (dot-named) are skipped.
+    """
+    if not root.is_dir():
+        return None
+    for path in sorted((p for p in root.iterdir() if p.name.endswith(SUFFIX) and not p.name.startswith(".")),
+                       reverse=True):
+        try:
+            with gzip.open(path, "rb") as stream:
+                first = json.loads(stream.readline())
+        except (OSError, EOFError, zlib.error, ValueError):
+            continue
+        if isinstance(first, dict) and first.get("host") == host and first.get("service") == service:
+            return path
+    return None

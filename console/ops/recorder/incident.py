@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from console.ops.bundle import AFTER_S, BEFORE_S, Incident, bundle_path, evidence_records, write_records
-from console.ops.recorder.segments import read_window
+from console.ops.recorder.segments import read_window, redacted
 
 #: The recorder's kinds that are a bundle's timeline records as they are (the `kind` becomes `record`).
 KINDS = ("journal", "unit_state", "switch", "verdict", "metrics", "gpu", "health", "triage")
@@ -49,7 +49,7 @@ def write_incident_bundle(
     now = time.time() if now is None else now
     start, end = incident.verdict_at - before_s, min(incident.verdict_at + after_s, now)
     timeline = incident_records(folder, start, end, service)
-    ev = evidence_records(evidence)
+    ev = [redacted(r) for r in evidence_records(evidence)]
     timeline += [r for r in ev if r["record"] == "evidence"]
     timeline.sort(key=lambda r: r["ts"])
     header = {
@@ -58,5 +58,7 @@ def write_incident_bundle(
         "nodes": nodes, "written_at": now, "evidence": evidence, "source": "record",
     }
     path = bundle_path(state_root, host, service, incident)
-    size = write_records(path, header, [*timeline, *(r for r in ev if r["record"] == "evidence_file")])
+    files = [r for r in ev if r["record"] == "evidence_file"]
+    # the record's own lines were redacted as they were written; the evidence folder's are here
+    size = write_records(path, header, [*timeline, *files], redacted=True)
     return path, size

@@ -26,13 +26,13 @@ PREFIX = "seg-"
 SUFFIX = ".jsonl.gz"
 
 
-def _redacted(value: Any) -> Any:
+def redacted(value: Any) -> Any:
     if isinstance(value, str):
         return redact(value)
     if isinstance(value, dict):
-        return {k: _redacted(v) for k, v in value.items()}
+        return {k: redacted(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [_redacted(v) for v in value]
+        return [redacted(v) for v in value]
     return value
 
 
@@ -66,7 +66,7 @@ class RecordWriter:
         now = self._clock()
         # fields that are None are left out (a reader takes a missing field as None): a fifth of a line
         record = {"ts": now if ts is None else ts, "kind": kind,
-                  **{k: _redacted(v) for k, v in fields.items() if v is not None}}
+                  **{k: redacted(v) for k, v in fields.items() if v is not None}}
         self._buffer.append(json.dumps(record, separators=(",", ":")).encode() + b"\n")
         if self._first_buffered is None:
             self._first_buffered = now

@@ -62,7 +62,7 @@ async def _status(host_cfgs, as_json: bool) -> int:
                         if verdict.state == "stalled" and serving.get("evidence") is None:
                             serving["evidence"] = evidence  # the newest folder: the stall's, once kept
                         print_json({**st.to_json(), **metrics_json(figures, why), "serving": serving,
-                                    "evidence": evidence})
+                                    "evidence": evidence, "bundle": _bundle(host_cfg.name, st.service)})
                     else:
                         _print_human(st)
                         why = "not read (the host does not answer)" if st.unreachable else why
@@ -93,6 +93,18 @@ def _evidence(host: str, service: str) -> str | None:
 
     try:
         path = latest_evidence(state_dir(), host, service)
+    except Exception:  # an unusable state dir has already been said by the audit log
+        return None
+    return None if path is None else str(path)
+
+
+def _bundle(host: str, service: str) -> str | None:
+    """The newest incident bundle of the service (docs/bundle.md), None when there is none."""
+    from console.hosts.state_dir import state_dir
+    from console.ops.bundle import bundles_root, latest_bundle
+
+    try:
+        path = latest_bundle(bundles_root(state_dir()), host, service)
     except Exception:  # an unusable state dir has already been said by the audit log
         return None
     return None if path is None else str(path)

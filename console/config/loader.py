@@ -31,7 +31,7 @@ CONSOLE_KEYS = ("theme", "line_cap", "history_s", "refresh_s", "readonly", "keys
 SSH_KEYS = ("address", "user", "port", "identity", "known_hosts", "ssh_config", "trust_on_first_use",
             "connect_timeout_s")
 HOST_KEYS = ("transport", *SSH_KEYS, "gpus", "dcgm_url", "gpu_count", "gpu_mem_gib", "time_scale", "sim", "services",
-             "bundle_before_s", "bundle_after_s")
+             "bundle_before_s", "bundle_after_s", "record_cap_mib")
 SIM_KEYS = ("gpu_count", "gpu_total_mib", "gpu_name", "time_scale")
 TRANSPORTS = ("ssh", "local", "sim")
 GPU_SOURCES = {"ssh": ("nvidia-smi", "dcgm", "none"), "local": ("nvidia-smi", "nvml", "dcgm", "none"),
@@ -201,10 +201,20 @@ def _parse_host(table: Table, name: str, base_dir: Path) -> HostConfig:
         connect_timeout_s=table.number("connect_timeout_s", 10.0, above=0.0, maximum=3600.0),  # type: ignore[arg-type]
         bundle_before_s=table.number("bundle_before_s", 600.0, above=0.0, maximum=86_400.0),  # type: ignore[arg-type]
         bundle_after_s=table.number("bundle_after_s", 120.0, above=0.0, maximum=86_400.0),  # type: ignore[arg-type]
+        record_cap_mib=_record_cap(table),
         sim=sim,
         services=tuple(services),
         line=table.line,
     )
+
+
+def _record_cap(table: Table) -> float:
+    """The rolling record's cap (MiB): 0 (no record) or at least 1, so a typo of a unit does not record 64 KiB."""
+    cap = table.number("record_cap_mib", 64.0, above=-1.0, maximum=1_048_576.0)
+    assert cap is not None
+    if cap != 0 and cap < 1:
+        raise table.error("record_cap_mib", f"must be 0 (no record) or at least 1 (MiB), not {cap:g}")
+    return cap
 
 
 def _dcgm_url(table: Table, gpus: str | None) -> str:

@@ -172,6 +172,8 @@ class HostConfig:
     """An incident bundle (docs/bundle.md) holds the journal from this long before the incident ..."""
     bundle_after_s: float = 120.0
     """... to this long after it (or to the bundle's writing, whichever comes first)."""
+    record_cap_mib: float = 64.0
+    """The rolling record's size cap for this host (docs/recorder.md); 0 records nothing."""
     sim: SimConfig | None = None
     services: tuple[ServiceConfig, ...] = ()
     node_of: tuple[ServiceConfig, ...] = ()

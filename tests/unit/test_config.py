@@ -141,10 +141,22 @@ def test_minimal_file_takes_the_defaults() -> None:
     (host,) = config.hosts
     assert (host.transport, host.address, host.gpus, host.port, host.trust_on_first_use) == (
         "ssh", "gpu-node-1", "nvidia-smi", None, False)
-    assert host.connect_timeout_s == 10.0
+    assert host.connect_timeout_s == 10.0 and host.record_cap_mib == 64.0
     # An SSH host's engine is probed through the connection by default (issue 10: never from here).
     assert host.services[0].health_via == "ssh" and host.services[0].model_config is None
     assert config.ui == UiConfig()
+
+
+@pytest.mark.parametrize(("value", "why"), [("0.5", "must be 0 .no record. or at least 1"), ("-1", "> -1"),
+                                           ('"big"', "")])
+def test_a_bad_record_cap_names_its_line(tmp_path: Path, value: str, why: str) -> None:
+    path = tmp_path / "hosts.toml"
+    service = '[hosts.a.services.s]\nengine = "sglang"\nurl = "http://127.0.0.1:30000"\ntemplate = "s@.service"\nlayouts = ["TP8"]\n'
+    path.write_text(f'[hosts.a]\ntransport = "local"\nrecord_cap_mib = {value}\n' + service)
+    with pytest.raises(ConfigError, match=rf"hosts\.toml:3: hosts\.a\.record_cap_mib: .*{why}"):
+        load_config(path)
+    path.write_text('[hosts.a]\ntransport = "local"\nrecord_cap_mib = 0\n' + service)
+    assert load_config(path).hosts[0].record_cap_mib == 0.0
 
 
 def test_search_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

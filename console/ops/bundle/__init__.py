@@ -6,7 +6,16 @@ evidence folder, on one clock, redacted as the journal is. A failed switch write
 This is the package's public face: other rooms import these names from here, never from its modules.
 """
 
-from console.ops.bundle.fileformat import FORMAT, TIMELINE, Bundle, BundleError, read_bundle, redact_hosts
+from console.ops.bundle.fileformat import (
+    FORMAT,
+    TIMELINE,
+    Bundle,
+    BundleError,
+    latest_bundle,
+    read_bundle,
+    redact_hosts,
+    write_records,
+)
 from console.ops.bundle.record import (
     AFTER_S,
     BEFORE_S,
@@ -14,6 +23,7 @@ from console.ops.bundle.record import (
     Incident,
     bundle_path,
     bundles_root,
+    evidence_records,
     write_bundle,
 )
 
@@ -24,11 +34,14 @@ __all__ = [
     "BundleError",
     "bundle_path",
     "bundles_root",
+    "evidence_records",
     "FORMAT",
     "Incident",
+    "latest_bundle",
     "read_bundle",
     "redact_hosts",
     "TIMELINE",
     "write_bundle",
+    "write_records",
     "WRITE_DEADLINE_S",
 ]

@@ -22,7 +22,8 @@ from console.errors import UsageError
 FORMAT = "serve-console-bundle/1"
 SUFFIX = ".jsonl.gz"
 #: Records of the timeline, printed by `replay --json` in time order.
-TIMELINE = ("journal", "unit_state", "switch", "verdict", "card", "evidence")
+#: `metrics`, `gpu`, `health` and `triage` come from the rolling record (docs/recorder.md).
+TIMELINE = ("journal", "unit_state", "switch", "verdict", "card", "evidence", "metrics", "gpu", "health", "triage")
 
 
 class BundleError(UsageError):
@@ -39,17 +40,26 @@ def _redacted(value: Any) -> Any:
     return value
 
 
-def write_records(path: Path, header: dict[str, Any], records: Iterable[dict[str, Any]]) -> int:
-    """Write a bundle (mode 0600, by rename, so a half-written file is never taken for one); its byte size."""
+def write_records(path: Path, header: dict[str, Any], records: Iterable[dict[str, Any]], *,
+                  redacted: bool = False) -> int:
+    """Write a bundle (mode 0600, by rename, so a half-written file is never taken for one); its byte size.
+
+    `redacted`: the records have passed the redaction already (the rolling record's); the header still does.
+    """
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
-    count = 0
+    count = 1
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as out:
-        for record in [{"record": "header", "format": FORMAT, **header}, *records]:
-            out.write(json.dumps(_redacted(record)).encode() + b"\n")
+        lines = [json.dumps(_redacted({"record": "header", "format": FORMAT, **header}))]
+        for record in records:
+            lines.append(json.dumps(record if redacted else _redacted(record)))
             count += 1
-        out.write(json.dumps({"record": "end", "records": count}).encode() + b"\n")
+            if len(lines) >= 4096:  # one compressor call per few thousand lines, not per line
+                out.write("\n".join(lines).encode() + b"\n")
+                lines = []
+        lines.append(json.dumps({"record": "end", "records": count}))
+        out.write("\n".join(lines).encode() + b"\n")
     os.replace(tmp, path)
     return path.stat().st_size
 
@@ -170,3 +180,22 @@ def _is_ip(text: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+def latest_bundle(root: Path, host: str, service: str) -> Path | None:
+    """The newest whole bundle of `service` on `host` under `root` (its header says whose), None when none.
+
+    Names begin with their UTC stamp, so the newest sorts last; half-written ones (dot-named) are skipped.
+    """
+    if not root.is_dir():
+        return None
+    for path in sorted((p for p in root.iterdir() if p.name.endswith(SUFFIX) and not p.name.startswith(".")),
+                       reverse=True):
+        try:
+            with gzip.open(path, "rb") as stream:
+                first = json.loads(stream.readline())
+        except (OSError, EOFError, zlib.error, ValueError):
+            continue
+        if isinstance(first, dict) and first.get("host") == host and first.get("service") == service:
+            return path
+    return None

@@ -93,7 +93,7 @@ async def _states(node: Host, service: ServiceConfig, now: float) -> list[dict[s
     return out
 
 
-def _evidence(folder: str | None) -> list[dict[str, Any]]:
+def evidence_records(folder: str | None) -> list[dict[str, Any]]:
     """The evidence folder as records: its manifest on the timeline, each file it names beside it."""
     if folder is None:
         return []
@@ -148,7 +148,7 @@ async def write_bundle(
     timeline += states
     timeline.append({"record": "verdict", "ts": incident.verdict_at, "result": result})
     timeline.append({"record": "card", "ts": incident.verdict_at, "headline": headline, "rows": list(card)})
-    evidence_rows = _evidence(evidence)
+    evidence_rows = evidence_records(evidence)
     timeline += [r for r in evidence_rows if r["record"] == "evidence"]
     timeline.sort(key=lambda r: r["ts"])
     header = {

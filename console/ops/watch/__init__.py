@@ -10,10 +10,13 @@ from console.ops.watch.lock import WatchLock, WatchLocked
 from console.ops.watch.observe import LOOKBACK_ENTRIES, HostObserver, RankSource
 from console.ops.watch.outbox import Outbox
 from console.ops.watch.rank_source import rank_liveness
+from console.ops.watch.recording import HostRecording, record_folder
 from console.ops.watch.sinks import build_sinks
 from console.ops.watch.store import AlertStore, Delivery, open_alert_store
 
 __all__ = [
+    "HostRecording",
+    "record_folder",
     "ALERTMANAGER",
     "AlertStore",
     "build_sinks",

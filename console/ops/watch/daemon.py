@@ -14,6 +14,7 @@ import contextlib
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from pathlib import Path
 
 from console.config import ConsoleConfig, ServiceConfig
 from console.domain.alerts import (
@@ -35,14 +36,17 @@ from console.domain.alerts import (
     Verdict,
 )
 from console.hosts.base import Host
+from console.hosts.state_dir import state_dir
 from console.ops.audit import AuditLog
 from console.ops.evidence import collect_evidence, incident_of
 from console.ops.fleet import PrometheusFleet
 from console.ops.state_db import AuditError
+from console.ops.watch.bundles import complete_later, freeze
 from console.ops.watch.delivery import Deliverer, Sink
 from console.ops.watch.fleet_watch import FleetWatch
 from console.ops.watch.observe import HostObserver, RankSource
 from console.ops.watch.outbox import Outbox
+from console.ops.watch.recording import open_recordings, tick_recordings
 from console.ops.watch.store import AlertStore
 
 #: The alerts Prometheus alone judges with [fleet]: they need no SSH to fire or resolve.
@@ -83,7 +87,7 @@ class WatchDaemon:
                  say: Callable[[str], None], on_transition: Callable[[Transition], None] | None = None,
                  audit: AuditLog | None = None, rank_source: RankSource | None = None,
                  clock: Callable[[], float] = time.time, monotonic: Callable[[], float] = time.monotonic,
-                 fleet_at: Callable[[], float | None] = lambda: None) -> None:
+                 fleet_at: Callable[[], float | None] = lambda: None, state_root: Path | None = None) -> None:
         self.config = config
         self.watch = config.watch
         self.store = store
@@ -130,6 +134,11 @@ class WatchDaemon:
                                    monotonic=monotonic)
         self._due: dict[str, asyncio.TimerHandle] = {}
         self._collecting: set[asyncio.Task[None]] = set()
+        self.state_root = state_root
+        self.recordings = open_recordings(hosts, state_root, say)
+        """Each host's rolling record (docs/recorder.md), where its `record_cap_mib` is not 0."""
+        for observer in self.observers:
+            observer.recording = self.recordings.get(observer.host.name)
 
     def _changed_callback(self, host: str) -> Callable[[], None]:
         return lambda: self.evaluate(host)
@@ -142,6 +151,8 @@ class WatchDaemon:
         self.say(f"watching {names}; {len(self.book.firing)} alerts firing from before; "
                  f"sending to {', '.join(s.name for s in self.sinks) or 'no destination (the state file only)'}")
         tasks = [asyncio.create_task(self.deliverer.run(), name="watch-delivery")]
+        if self.recordings:
+            tasks.append(asyncio.create_task(tick_recordings(self.recordings), name="watch-record"))
         if self.fleet is not None:
             tasks.append(asyncio.create_task(self.fleet.run(), name="watch-fleet"))
         else:
@@ -210,6 +221,8 @@ class WatchDaemon:
                 if stored.label("alertname") in EVIDENCE_ALERTS:
                     self._collect(stored)
             transition = Transition(transition.kind, stored)
+            if (recording := self.recordings.get(stored.label("host"))) is not None:
+                recording.alert(transition.kind, stored)
             try:
                 if stored.id is None:
                     raise AuditError(self.outbox.fault or f"state file {self.store.path}: not recorded")
@@ -251,11 +264,36 @@ class WatchDaemon:
                                               since=since, trigger="watch", unit=unit)
         except Exception as exc:  # evidence that cannot be had is said; the alert stands without it
             self.say(f"{name} {host.name}/{service.name}: no evidence: {exc}")
-            return
-        self.say(f"{name} {host.name}/{service.name}: {evidence.words()}")
-        self.book.annotate(alert.fingerprint, (("evidence", str(evidence.path)),))
-        self.evaluate(host.name)
-        self.deliverer.resend_soon()
+            evidence = None
+        annotations = []
+        if evidence is not None:
+            self.say(f"{name} {host.name}/{service.name}: {evidence.words()}")
+            annotations.append(("evidence", str(evidence.path)))
+        bundle = await self._bundle(alert, host, service, str(evidence.path) if evidence is not None else None)
+        if bundle is not None:
+            annotations.append(("bundle", str(bundle)))
+        if annotations:
+            self.book.annotate(alert.fingerprint, tuple(annotations))
+            self.evaluate(host.name)
+            self.deliverer.resend_soon()
+
+    async def _bundle(self, alert: Alert, host: Host, service: ServiceConfig, evidence: str | None) -> Path | None:
+        """The incident's bundle from the host's record, now; written again whole after `bundle_after_s`."""
+        recording = self.recordings.get(host.name)
+        if recording is None:
+            return None
+        name, root = alert.label("alertname"), self.state_root or state_dir()
+        try:
+            path = await freeze(recording, root, host, service, alert, evidence, clock=self.wall)
+        except (OSError, TimeoutError) as exc:
+            self.say(f"{name} {host.name}/{service.name}: no bundle: {exc}")
+            return None
+        self.say(f"{name} {host.name}/{service.name}: bundle {path}")
+        task = asyncio.get_running_loop().create_task(
+            complete_later(recording, root, host, service, alert, evidence, self.say, clock=self.wall))
+        self._collecting.add(task)
+        task.add_done_callback(self._collecting.discard)
+        return path
 
     def _schedule(self, host: str, now: float) -> None:
         """Judge again when a failure that waits for its cause comes due."""
@@ -274,6 +312,8 @@ class WatchDaemon:
         for task in list(self._collecting):
             task.cancel()
         await asyncio.gather(*self._collecting, return_exceptions=True)
+        for recording in self.recordings.values():
+            recording.close()
         if self.fleet is not None:
             await self.fleet.close()
         await self.deliverer.close()

@@ -26,6 +26,7 @@ from console.ops.audit import AuditLog
 from console.ops.serving import ServingWatch, name_ranks
 from console.ops.state_db import AuditError
 from console.ops.status import ServiceStatus
+from console.ops.watch.recording import HostRecording
 
 #: Entries read back when the daemon begins to follow a unit: a start's first lines, and the restarts
 #: inside the crash loop's window, which the daemon did not see live (it just started, or the unit did).
@@ -101,6 +102,8 @@ class HostObserver:
         """With [fleet]: the host's age and its engines' gauges come from Prometheus, not from here."""
         self.serving: dict[str, ServingWatch] = {}
         """Each service's progress, judged every reading from its /metrics and its followed journal."""
+        self.recording: HostRecording | None = None
+        """The host's rolling record (docs/recorder.md), where the daemon keeps one."""
 
     async def run(self) -> None:
         """Read the host every `interval_s` until cancelled."""
@@ -158,6 +161,8 @@ class HostObserver:
         now = self.clock()
         for state in states:
             watch.units[state.unit].observe(state, now)
+        if self.recording is not None:
+            self.recording.states(self.host.name, cfg.name, states)
         self._layouts(cfg, watch, states)
         self._follow(cfg, sorted(states, key=lambda s: _follow_order(s, now, watch.t.crash_loop_window_s)))
         running = any(s.is_running for s in states)
@@ -170,6 +175,8 @@ class HostObserver:
                 watch.health_down(self.clock(), f"unreadable: {str(exc)[:200] or type(exc).__name__}")
             else:
                 ready = sample.status == "ready"
+                if self.recording is not None:
+                    self.recording.health(cfg.name, sample)
                 why = sample.status + (f", {sample.error[:200]}" if sample.error else "")
                 watch.observe_health(ready, self.clock(), why)  # the rules' clock: steady
         if not self.from_prometheus:
@@ -188,6 +195,8 @@ class HostObserver:
         if reader is not None:
             with contextlib.suppress(MetricsUnavailable):
                 scrape = await reader.scrape()
+                if self.recording is not None:
+                    self.recording.metrics(cfg.name, scrape)
                 if ready:
                     kv, waiting = scrape.kv_cache_usage, scrape.waiting_requests
         watch.observe_engine(kv, waiting, self.clock())
@@ -211,8 +220,11 @@ class HostObserver:
             with contextlib.suppress(Exception):
                 async with asyncio.timeout(READ_TIMEOUT_S):
                     verdict = name_ranks(verdict, await self.host.gpus.sample())
-        watch.observe_serving(ServingState(verdict.state, unit.unit, verdict.since, verdict.reason,
-                                           verdict.ranks_words or "", verdict.evidence or ""))
+        state = ServingState(verdict.state, unit.unit, verdict.since, verdict.reason, verdict.ranks_words or "",
+                             verdict.evidence or "")
+        watch.observe_serving(state)
+        if self.recording is not None:
+            self.recording.serving(cfg.name, state)
 
     def _console_starts(self, cfg: ServiceConfig, watch: ServiceWatch) -> None:
         """The console's own switches of this service within the crash loop's window, from the audit log:
@@ -238,12 +250,18 @@ class HostObserver:
             watch.layouts = {cfg.unit_for(lc): lc.name for lc in cfg.layouts}
 
     async def _gpus(self) -> None:
+        if self.recording is not None and self.host.config.gpus not in ("dcgm", "none"):
+            with contextlib.suppress(Exception):
+                async with asyncio.timeout(READ_TIMEOUT_S):
+                    self.recording.gpus(await self.host.gpus.sample())
         if self.host.config.gpus != "dcgm":  # the only GPU source that reports Xids
             self.host_watch.observe_gpus(())
             return
         with contextlib.suppress(Exception):
             async with asyncio.timeout(READ_TIMEOUT_S):
                 snapshot = await self.host.gpus.sample()
+            if self.recording is not None:
+                self.recording.gpus(snapshot)
             if snapshot.error is None:
                 self.host_watch.observe_gpus(xid_findings(snapshot))
 
@@ -303,6 +321,8 @@ class HostObserver:
             unit.replaying = False  # caught up: this entry was logged while the daemon watched
         if cfg.name in self.serving:
             self.serving[cfg.name].journal_entry(read.entry)
+        if self.recording is not None:
+            self.recording.journal(self.host.name, cfg.name, unit_name, read.entry)
         by_systemd = read.entry.source == "systemd"
         changed = False
         if read.phase is not None:

@@ -44,10 +44,15 @@ async def test_a_death_leaves_a_bundle_cut_from_the_record(sim_hosts, alertmanag
         kinds = {r["record"] for r in bundle.timeline}
         assert {"journal", "unit_state", "verdict"} <= kinds, kinds
         assert any("out of memory" in r.get("message", "").lower() for r in bundle.timeline if r["record"] == "journal")
-        assert any(r.get("unit") == OOM_UNIT and r.get("active") == "failed" for r in bundle.timeline
-                   if r["record"] == "unit_state")
-        # the record itself lives on beside it, in the state dir
-        assert read_window(state_dir() / "record" / name)
+        # frozen at the alert, which the journal's OOM line may raise before the unit is seen failed: the unit's
+        # states are in the bundle, and its failed state reaches the record that the complete bundle is cut from
+        assert any(r.get("unit") == OOM_UNIT for r in bundle.timeline if r["record"] == "unit_state")
+
+        def failed_recorded() -> bool:
+            return any(r["kind"] == "unit_state" and r.get("unit") == OOM_UNIT and r.get("active") == "failed"
+                       for r in read_window(state_dir() / "record" / name))
+
+        await until(failed_recorded, what="the unit's failed state in the record")
     finally:
         await watch.stop()
 

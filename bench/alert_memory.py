@@ -24,7 +24,7 @@ import tracemalloc
 from pathlib import Path
 
 from console.domain.alerts import FIRING, UPDATED, AlertBook, AlertThresholds, HostWatch, ServiceWatch
-from console.domain.models import Finding, FindingClass, Phase, ReadinessEvent, UnitState
+from console.domain.values import Finding, FindingClass, Phase, ReadinessEvent, UnitState
 from console.hosts.endpoints import DeliveryError
 from console.ops.watch import ALERTMANAGER, WEBHOOK, AlertStore, Deliverer, Outbox, Sink
 

@@ -27,9 +27,9 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
-from console.domain.models import Engine, GpuSample, GpuSnapshot, HealthSample, JournalEntry, UnitState
 from console.domain.phases import PhaseTracker
 from console.domain.triage import Triager
+from console.domain.values import Engine, GpuSample, GpuSnapshot, HealthSample, JournalEntry, UnitState
 from console.ops.bundle import Incident, read_bundle
 from console.ops.recorder import folder_size, write_incident_bundle
 from console.ops.watch import HostRecording

@@ -25,10 +25,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from console.domain.models import Engine
 from console.domain.phases import PhaseTracker
 from console.domain.triage import oom, signature_table, signatures, signatures_env, signatures_host
 from console.domain.triage.triager import Triager, classify_line
+from console.domain.values import Engine
 
 FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "logs"
 SYSLOG = "May 26 00:{m:02d}:{s:02d} gpu-node-1 python3[2101]: "

@@ -89,8 +89,8 @@ async def ingest_rates(total: int, batch: int, cap: int, rounds: int = 3) -> dic
     from textual.containers import Horizontal
     from textual.widgets import Log
 
-    from console.domain.models import Engine
     from console.domain.triage.triager import Triager
+    from console.domain.values import Engine
     from console.ui.widgets.journal_view import JournalView
 
     lines = make_lines(total)
@@ -150,7 +150,7 @@ class FloodServices:
         return getattr(self.inner, name)
 
     async def journal(self, unit: str, **_kw: object):
-        from console.domain.models import JournalEntry
+        from console.domain.values import JournalEntry
 
         t0 = time.monotonic()
         while True:

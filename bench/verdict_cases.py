@@ -39,7 +39,7 @@ from sim_fixtures import EP8, SimHosts, failing, fake_engine, free_port, qwen_ho
 
 from console.cli import interrupt_on_termination  # noqa: E402
 from console.ops.switch.orchestrate import switch_layout  # noqa: E402
-from console.ops.switch.watch import JOURNAL_GRACE_S  # noqa: E402
+from console.ops.switch.start_follow import JOURNAL_GRACE_S  # noqa: E402
 
 SEED_LOOP_MEDIAN_S = 7.5  # a 15 s loop's verdict, uniform over its period
 REAL = REPO / "tests" / "fixtures" / "vllm-real"

@@ -14,14 +14,14 @@ from collections.abc import Sequence
 from types import FrameType
 
 from console import __version__
-from console.domain.text import printable
+from console.domain.safe_text import printable
 from console.errors import ConsoleError
 from console.shutdown import SHUTDOWN
 
 #: Subcommand name -> module defining `add_parser(subparsers)`, which sets `func=run` where
 #: `run(args) -> int`. Imported by name so that only `console.ui` ever imports textual.
 COMMANDS = {
-    "tui": "console.ui.command",
+    "tui": "console.ui.tui_entry",
     "status": "console.commands.status",
     "switch": "console.commands.switch",
     "tail": "console.commands.tail",

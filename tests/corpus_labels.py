@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from console.domain.models import Finding, FindingClass
+from console.domain.values import Finding, FindingClass
 
 CORPUS = Path(__file__).resolve().parent / "corpus"
 

@@ -11,7 +11,7 @@ import time
 
 from waiting import await_for
 
-from console.domain.models import JournalEntry
+from console.domain.values import JournalEntry
 
 
 class NoJournal:

@@ -17,7 +17,7 @@ from waiting import wait_until as wait_until  # the older name, still imported f
 
 from console.config import TEMPLATE, HostConfig, LayoutConfig, ServiceConfig, SimConfig
 from console.domain.layout import Layout, parse_layout
-from console.domain.models import Engine
+from console.domain.values import Engine
 
 REPO = Path(__file__).resolve().parent.parent
 KIMI = REPO / "console" / "sim" / "models" / "moonshotai--Kimi-K2.6.json"

@@ -7,7 +7,7 @@ import sys
 import time
 
 from console.commands.host_args import print_json
-from console.domain.text import shown
+from console.domain.safe_text import shown
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:

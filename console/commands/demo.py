@@ -40,7 +40,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from console.hosts.state_dir import STATE_DIR_ENV
-    from console.ops.guard import require_writable
+    from console.ops.readonly import require_writable
     from console.sim.demo_cluster import load_demo_config
     from console.sim.host import TIME_SCALE_ENV
 
@@ -99,7 +99,7 @@ def _operators_config(path: str | None):
 
 async def _story(host_cfg, state_root: Path, as_json: bool) -> int:
     from console.commands.switch_output import HumanPrinter, JsonPrinter
-    from console.domain.text import shown
+    from console.domain.safe_text import shown
     from console.factory import open_host
     from console.ops.audit import AuditLog
     from console.ops.switch import FAILED, READY, headline, switch_layout

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from console.domain.text import shown
+from console.domain.safe_text import shown
 
 
 @dataclass(slots=True)

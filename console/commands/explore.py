@@ -44,7 +44,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from console.errors import UsageError
     from console.ops.explore import ExploreOptions, build_prompts, parse_pick
-    from console.ops.guard import require_writable
+    from console.ops.readonly import require_writable
 
     config, host_cfg, service = pick_target(args)
     require_writable(config, getattr(args, "readonly", False), f"explore {host_cfg.name}/{service.name}")
@@ -76,7 +76,7 @@ class _Human:
         self.switch = HumanPrinter(host, service)
 
     def __call__(self, event) -> None:
-        from console.domain.text import shown
+        from console.domain.safe_text import shown
         from console.ops.explore import LayoutDone, ProbeResult
 
         if isinstance(event, ProbeResult):

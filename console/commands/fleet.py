@@ -10,7 +10,7 @@ import argparse
 import asyncio
 
 from console.commands.host_args import load, print_json
-from console.domain.text import shown
+from console.domain.safe_text import shown
 from console.errors import UsageError
 
 

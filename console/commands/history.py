@@ -23,7 +23,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from console.domain.text import shown
+    from console.domain.safe_text import shown
     from console.ops.audit import open_audit
 
     if args.web:
@@ -59,8 +59,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _web_sessions(args: argparse.Namespace) -> int:
     """`history --web`: one line per browser session, oldest first."""
-    from console.domain.text import shown
-    from console.ops.web_sessions import open_web_sessions
+    from console.domain.safe_text import shown
+    from console.ops.session_log import open_web_sessions
 
     log = open_web_sessions()
     try:

@@ -21,7 +21,7 @@ def from_host(args: argparse.Namespace) -> tuple[Any, Any, list[Layout], list[st
     if service.model_config is None:
         raise UsageError(f"{host_cfg.name}/{service.name}: no model_config in hosts.toml: predict needs one")
     if args.gpu is not None:  # said by hand: no sample needed (a host that cannot be reached now)
-        from console.domain.models import GpuSample, GpuSnapshot
+        from console.domain.values import GpuSample, GpuSnapshot
         from console.ops.speed_check import speed_context
 
         count = args.gpus or host_cfg.gpu_count

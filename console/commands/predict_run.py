@@ -22,7 +22,7 @@ from console.domain.perf import (
     perf_model,
     predict,
 )
-from console.domain.units import GIB
+from console.domain.sizes import GIB
 from console.errors import UsageError
 
 

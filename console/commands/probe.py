@@ -32,7 +32,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from console.ops.explore import build_prompts
-    from console.ops.guard import require_writable
+    from console.ops.readonly import require_writable
 
     options = options_from_args(args)
     config, host_cfg, service = pick_target(args)

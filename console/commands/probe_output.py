@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from console.domain.text import shown
+from console.domain.safe_text import shown
 from console.ops.explore import ProbeResult
 
 

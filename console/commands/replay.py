@@ -33,7 +33,7 @@ def add_parser(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from console.domain.text import shown
+    from console.domain.safe_text import shown
     from console.ops.bundle import read_bundle, redact_hosts
 
     path = Path(args.bundle)

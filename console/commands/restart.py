@@ -34,7 +34,7 @@ def run(args: argparse.Namespace) -> int:
 async def _restart(host_cfg, service, args: argparse.Namespace) -> int:
     from console.commands.host_args import print_json
     from console.commands.switch_output import HumanPrinter, JsonPrinter
-    from console.domain.text import shown
+    from console.domain.safe_text import shown
     from console.factory import open_host
     from console.ops.audit import open_audit
     from console.ops.switch import NOTHING, READY, restart_service

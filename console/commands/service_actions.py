@@ -19,7 +19,7 @@ def target(args: argparse.Namespace, verb: str):
         ReadOnlyRefused: the console is read-only (config or --readonly).
         UsageError: no such host or service.
     """
-    from console.ops.guard import ReadOnlyRefused, require_writable
+    from console.ops.readonly import ReadOnlyRefused, require_writable
 
     config, host_cfg, service = pick_target(args)
     try:

@@ -28,7 +28,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _status(host_cfgs, as_json: bool) -> int:
-    from console.domain.text import shown
+    from console.domain.safe_text import shown
     from console.factory import open_host
     from console.hosts.state_dir import state_dir
     from console.ops.audit import open_audit
@@ -113,7 +113,7 @@ def _bundle(host: str, service: str) -> str | None:
 async def _print_nodes(host, host_cfg, as_json: bool) -> None:
     """A host that is a node of another host's service: that service's units here, in one line each (its
     health is the head's `status`, which judges every node)."""
-    from console.domain.text import shown
+    from console.domain.safe_text import shown
     from console.ops.status import unit_states
 
     for service in host_cfg.node_of:
@@ -148,7 +148,7 @@ async def _head_runs_none(head, service) -> bool:
 
 def _print_human(st) -> None:
     """The service in plain lines; unit states, GPU names and errors are host text, shown safely."""
-    from console.domain.text import shown
+    from console.domain.safe_text import shown
 
     def print(line: str) -> None:
         sys.stdout.write(shown(line) + "\n")

@@ -26,7 +26,7 @@ def run(args: argparse.Namespace) -> int:
 
 async def _stop(host_cfg, service, as_json: bool) -> int:
     from console.commands.host_args import print_json
-    from console.domain.text import shown
+    from console.domain.safe_text import shown
     from console.factory import open_host
     from console.ops.audit import open_audit
     from console.ops.switch import NOTHING, STOPPED, stop_service

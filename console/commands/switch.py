@@ -36,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.timeout <= 0:
         raise UsageError("--timeout must be positive")
-    from console.ops.guard import ReadOnlyRefused, require_writable
+    from console.ops.readonly import ReadOnlyRefused, require_writable
 
     config, host_cfg, service = pick_target(args, layout=args.layout)
     try:

@@ -6,7 +6,7 @@ import sys
 from typing import TextIO
 
 from console.commands.host_args import print_json
-from console.domain.text import shown
+from console.domain.safe_text import shown
 from console.ops.switch import (
     REFUSED,
     FindingEvent,

@@ -49,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
 
 async def _tail(host_cfg, service, args: argparse.Namespace) -> int:
     from console.domain.redact import redact
-    from console.domain.text import shown
+    from console.domain.safe_text import shown
     from console.domain.triage import Triager
     from console.factory import open_host
     from console.ops.status import unit_states

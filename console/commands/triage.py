@@ -29,7 +29,7 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import IO, Any
 
-from console.domain.models import Engine, Finding, FindingClass, Phase
+from console.domain.values import Engine, Finding, FindingClass, Phase
 
 #: `serve-console tail`'s mark under a line with findings: `>> cuda_oom TP2 EP1: CUDA OOM on GPU 2 ...`.
 _TAIL_MARK = re.compile(r">> (?:" + "|".join(c.value for c in FindingClass) + r")(?: [\w ]{1,40})?: ")
@@ -143,7 +143,7 @@ def _place(found: list[Finding], recent: Iterable[tuple[int, Place]], where: dic
 def _print_text(
     top: Finding | None, findings: list[Finding], where: dict[int, Place], lines: int, starts: list[tuple[int, int]]
 ) -> None:
-    from console.domain.text import shown
+    from console.domain.safe_text import shown
 
     several = len(starts) > 1
     if not findings and top is None:
@@ -261,7 +261,7 @@ def _bundle_lines(bundle: Any) -> Iterator[tuple[int, str]]:
 
 
 def _print_bundle(bundle: Any) -> None:
-    from console.domain.text import shown
+    from console.domain.safe_text import shown
 
     incident, verdict = bundle.incident, bundle.verdict() or {}
     live = (verdict.get("failure") or {}).get("class") or verdict.get("outcome") or "?"

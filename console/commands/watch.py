@@ -13,7 +13,7 @@ import asyncio
 import sys
 
 from console.commands.host_args import load, print_json
-from console.domain.text import printable
+from console.domain.safe_text import printable
 from console.errors import UsageError
 from console.shutdown import SHUTDOWN, on_ending_signals
 

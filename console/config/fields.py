@@ -171,7 +171,7 @@ def url_problem(value: str, *, base: bool = True) -> str | None:
     return None
 
 
-def shown(value: Any, limit: int = 60) -> str:
+def value_repr(value: Any, limit: int = 60) -> str:
     """A value for a one-line message: repr escapes newlines; long values are cut."""
     text = ("true" if value else "false") if isinstance(value, bool) else repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
@@ -215,7 +215,7 @@ class Table:
     def _typed(self, key: str, kinds: tuple[type, ...], expected: str) -> Any:
         value = self.data[key]
         if isinstance(value, bool) and bool not in kinds or not isinstance(value, kinds):
-            raise self.error(key, f"expected {expected}, got {toml_type(value)} ({shown(value)})")
+            raise self.error(key, f"expected {expected}, got {toml_type(value)} ({value_repr(value)})")
         return value
 
     def text(
@@ -236,9 +236,9 @@ class Table:
         value = self._typed(key, (str,), "a string")
         if choices is not None and value not in choices:
             wanted = ", ".join(json.dumps(c) for c in choices)
-            raise self.error(key, f"expected one of {wanted}, got {shown(value)}")
+            raise self.error(key, f"expected one of {wanted}, got {value_repr(value)}")
         if pattern is not None and not pattern.fullmatch(value):
-            raise self.error(key, f"{shown(value)} is not {describe or 'valid'}")
+            raise self.error(key, f"{value_repr(value)} is not {describe or 'valid'}")
         return value
 
     def integer(
@@ -273,7 +273,7 @@ class Table:
             low = "" if above is None else f" > {above:g}"
             high = "" if maximum is None else f" <= {maximum:g}"
             joined = " and".join(p for p in (low, high) if p)
-            raise self.error(key, f"expected a finite number{joined}, got {shown(value)}")
+            raise self.error(key, f"expected a finite number{joined}, got {value_repr(value)}")
         return value
 
     def flag(self, key: str, default: bool = False) -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from console.config.fields import Table, shown, url_problem
+from console.config.fields import Table, url_problem, value_repr
 from console.config.model import FleetConfig
 
 FLEET_KEYS = ("prometheus", "host_label", "host_regex", "strip_port", "match", "timeout_s", "stale_after_s",
@@ -26,7 +26,7 @@ def parse_fleet(table: Table) -> FleetConfig:
                           "SERVE_CONSOLE_PROMETHEUS_TOKEN or SERVE_CONSOLE_PROMETHEUS_AUTHORIZATION, or use ~/.netrc")
     if problem := url_problem(url):  # "http://[::1" or a bad port: one line here, not a traceback later
         raise table.error("prometheus", f"expected an http(s) URL such as \"http://prometheus:9090\" "
-                          f"({problem}), got {shown(url)}")
+                          f"({problem}), got {value_repr(url)}")
     regex = table.text("host_regex")
     if regex is not None:
         try:

@@ -15,7 +15,7 @@ try:
 except ModuleNotFoundError:  # Python 3.11+ ships the same parser as tomllib
     import tomllib as toml  # type: ignore[no-redef]
 
-from console.config.fields import KeyLocator, Table, shown, url_problem
+from console.config.fields import KeyLocator, Table, url_problem, value_repr
 from console.config.fleet import parse_fleet
 from console.config.model import ConsoleConfig, HostConfig, SimConfig, UiConfig
 from console.config.nodes import check_clusters, with_nodes
@@ -223,7 +223,7 @@ def _dcgm_url(table: Table, gpus: str | None) -> str:
     if table.has("dcgm_url") and gpus != "dcgm":
         raise table.error("dcgm_url", 'only with gpus = "dcgm"')
     if url and (problem := url_problem(url, base=False)):  # a port out of range passes the pattern
-        raise table.error("dcgm_url", f"{problem}: {shown(url)}")
+        raise table.error("dcgm_url", f"{problem}: {value_repr(url)}")
     return url or default
 
 
@@ -250,7 +250,7 @@ def _local_path(table: Table, key: str, base_dir: Path) -> str | None:
     if value is None:
         return None
     if not value or any(ord(ch) < 32 for ch in value):
-        raise table.error(key, f"not a file path: {shown(value)}")
+        raise table.error(key, f"not a file path: {value_repr(value)}")
     return str(base_dir / Path(value).expanduser())
 
 

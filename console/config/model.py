@@ -11,7 +11,7 @@ from pathlib import Path
 
 from console.config.watch import WatchConfig
 from console.domain.layout import Layout
-from console.domain.models import Engine
+from console.domain.values import Engine
 
 #: How a service's layouts map onto systemd units.
 UNIT_PER_LAYOUT = "unit-per-layout"  # each layout has its own unit (sglang-k26-tp4ep2.service)

@@ -14,7 +14,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import replace
 
-from console.config.fields import Table, shown
+from console.config.fields import Table, value_repr
 from console.config.model import ClusterConfig, HostConfig, ServiceConfig
 from console.domain.layout import gpus_used
 from console.errors import ConfigError
@@ -44,11 +44,11 @@ def parse_cluster(table: Table, service: str, host: str, env_file_path) -> Clust
         return None
     raw = table.data["nodes"]
     if not isinstance(raw, list) or len(raw) < 2 or not all(isinstance(n, str) for n in raw):
-        raise table.error("nodes", f"expected a list of two or more host names, head first, got {shown(raw)}")
+        raise table.error("nodes", f"expected a list of two or more host names, head first, got {value_repr(raw)}")
     nodes: tuple[str, ...] = tuple(raw)
     for name in nodes:
         if not _NODE_NAME.fullmatch(name):
-            raise table.error("nodes", f"{shown(name)} is not a host name")
+            raise table.error("nodes", f"{value_repr(name)} is not a host name")
     if len(set(nodes)) != len(nodes):
         raise table.error("nodes", "a host is listed twice")
     if nodes[0] != host:

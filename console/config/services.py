@@ -7,7 +7,7 @@ import posixpath
 import re
 from pathlib import Path
 
-from console.config.fields import Table, shown, url_problem
+from console.config.fields import Table, url_problem, value_repr
 from console.config.model import (
     DROP_IN,
     ENV_FILE,
@@ -21,8 +21,8 @@ from console.config.nodes import NODE_KEYS, parse_cluster
 from console.domain.fit import ConfigTooLarge, read_model_config_bytes
 from console.domain.layout import Layout, LayoutError, check_layout, parse_layout
 from console.domain.layout_parse import MAX_PARALLEL_SIZE
-from console.domain.models import Engine
 from console.domain.urls import is_loopback_url
+from console.domain.values import Engine
 
 SERVICE_KEYS = (
     "engine",
@@ -93,7 +93,7 @@ def base_url(table: Table, key: str) -> str:
     value = table.text(key, required=True)
     assert value is not None
     if problem := url_problem(value):
-        raise table.error(key, f"{problem}: {shown(value)}")
+        raise table.error(key, f"{problem}: {value_repr(value)}")
     return value.rstrip("/")
 
 
@@ -106,9 +106,9 @@ def env_file_path(table: Table, key: str) -> str | None:
         return None
     parts = value.split("/")[1:]
     if posixpath.normpath(value) != value or any(p in ("", ".", "..") for p in parts):
-        raise table.error(key, f"{shown(value)} is not a normalised absolute file path (no ., .. or //)")
+        raise table.error(key, f"{value_repr(value)} is not a normalised absolute file path (no ., .. or //)")
     if parts[0] in FORBIDDEN_ROOTS:
-        raise table.error(key, f"{shown(value)}: the console does not write under /{parts[0]}")
+        raise table.error(key, f"{value_repr(value)}: the console does not write under /{parts[0]}")
     return value
 
 
@@ -118,19 +118,19 @@ def model_config_file(table: Table, key: str, base_dir: Path) -> Path | None:
     if value is None:
         return None
     if not value or "\x00" in value:
-        raise table.error(key, f"not a file path: {shown(value)}")
+        raise table.error(key, f"not a file path: {value_repr(value)}")
     path = (base_dir / Path(value).expanduser()).resolve()
     try:
         data = json.loads(read_model_config_bytes(path))
     except ConfigTooLarge as exc:
-        raise table.error(key, f"{shown(str(path))} is {exc}") from None
+        raise table.error(key, f"{value_repr(str(path))} is {exc}") from None
     except OSError as exc:
         reason = exc.strerror or type(exc).__name__
-        raise table.error(key, f"cannot read {shown(str(path))}: {reason}") from None
+        raise table.error(key, f"cannot read {value_repr(str(path))}: {reason}") from None
     except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError both
-        raise table.error(key, f"{shown(str(path))} is not JSON: {exc}") from None
+        raise table.error(key, f"{value_repr(str(path))} is not JSON: {exc}") from None
     if not isinstance(data, dict):
-        raise table.error(key, f"{shown(str(path))} is not a config.json (a JSON object)")
+        raise table.error(key, f"{value_repr(str(path))} is not a config.json (a JSON object)")
     return path
 
 
@@ -210,12 +210,12 @@ def parse_layouts(table: Table, engine: Engine, mapping: str) -> tuple[LayoutCon
             config = _table_layout(Table(table.file, table.locator, table.path + ("layouts", index), item),
                                    engine, mapping)
         else:
-            raise table.error("layouts", f"layout {index + 1}: expected a string or a table, got {shown(item)}")
+            raise table.error("layouts", f"layout {index + 1}: expected a string or a table, got {value_repr(item)}")
         if len(config.name) > LAYOUT_NAME_MAX or not LAYOUT_NAME.fullmatch(config.name):
-            raise table.error("layouts", f"layout name {shown(config.name)} must be one line of at most "
+            raise table.error("layouts", f"layout name {value_repr(config.name)} must be one line of at most "
                               f"{LAYOUT_NAME_MAX} characters: {LAYOUT_NAME_GRAMMAR}", line=config.line)
         if not config.slug:
-            raise table.error("layouts", f"layout name {shown(config.name)} has no letters or digits",
+            raise table.error("layouts", f"layout name {value_repr(config.name)} has no letters or digits",
                               line=config.line)
         if config.slug in by_slug:
             raise table.error("layouts", f"duplicate layout {config.name!r} (same as {by_slug[config.slug].name!r})",
@@ -233,7 +233,7 @@ def parse_layouts(table: Table, engine: Engine, mapping: str) -> tuple[LayoutCon
 def _string_layout(table: Table, index: int, text: str, engine: Engine, mapping: str) -> LayoutConfig:
     line = table.locator.item_line(table.path + ("layouts",), text)
     if mapping == UNIT_PER_LAYOUT:
-        raise table.error("layouts", f"layout {shown(text)}: mapping 'unit-per-layout' needs "
+        raise table.error("layouts", f"layout {value_repr(text)}: mapping 'unit-per-layout' needs "
                           "[[layouts]] tables, each with a unit", line=line)
     layout = _checked(table, "layouts", text, engine, line)
     return LayoutConfig(name=" ".join(text.split()), layout=layout, line=line)
@@ -276,5 +276,5 @@ def _checked(table: Table, key: str, text: str, engine: Engine, line: int | None
         raise table.error(key, str(exc), line=line) from None
     reason = check_layout(layout, engine)
     if reason:
-        raise table.error(key, f"{shown(text)}: {reason}", line=line)
+        raise table.error(key, f"{value_repr(text)}: {reason}", line=line)
     return layout

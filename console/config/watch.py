@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from console.config.fields import Table, shown, url_problem
+from console.config.fields import Table, url_problem, value_repr
 from console.domain.alerts import ALERT_NAMES, AlertThresholds
 
 WATCH_KEYS = ("alertmanager", "interval_s", "resend_s", "queue_max", "crash_loop_restarts", "crash_loop_window_s",
@@ -41,7 +41,7 @@ def _urls(table: Table) -> tuple[str, ...]:
         return ()
     items = [value] if isinstance(value, str) else value
     if not isinstance(items, list) or not items or not all(isinstance(v, str) for v in items):
-        raise table.error("alertmanager", f"expected a URL or an array of URLs, got {shown(value)}")
+        raise table.error("alertmanager", f"expected a URL or an array of URLs, got {value_repr(value)}")
     out = []
     for url in items:
         if "@" in url.partition("://")[2].partition("/")[0]:
@@ -49,7 +49,7 @@ def _urls(table: Table) -> tuple[str, ...]:
                               "SERVE_CONSOLE_ALERTMANAGER_AUTHORIZATION")
         if problem := url_problem(url):
             raise table.error("alertmanager", f"expected an http(s) URL such as \"http://alertmanager:9093\" "
-                              f"({problem}), got {shown(url)}")
+                              f"({problem}), got {value_repr(url)}")
         out.append(url.rstrip("/"))
     return tuple(out)
 

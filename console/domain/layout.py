@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from console.domain.layout_parse import LayoutError, LayoutText, read_layout_text
-from console.domain.models import Engine
+from console.domain.values import Engine
 
 __all__ = [
     "Layout",

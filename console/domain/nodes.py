@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from console.domain.layout import Layout, gpus_used
-from console.domain.models import Engine
+from console.domain.values import Engine
 
 
 @dataclass(frozen=True, slots=True)

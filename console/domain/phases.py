@@ -21,8 +21,8 @@ import re
 from dataclasses import dataclass
 
 from console.domain.log_origin import by_systemd, is_logged_request
-from console.domain.models import Engine, HealthSample, Phase, ReadinessEvent
 from console.domain.rank import LineHeader, split_header
+from console.domain.values import Engine, HealthSample, Phase, ReadinessEvent
 
 _ORDER = {phase: i for i, phase in enumerate(Phase)}
 _ENDED = (Phase.READY, Phase.FAILED, Phase.STOPPED)

@@ -10,7 +10,7 @@ import re
 import shlex
 from collections.abc import Sequence
 
-from console.domain.models import CommandResult
+from console.domain.values import CommandResult
 from console.errors import HostError, UsageError
 
 #: Unit types systemd knows (the suffix after the last dot).

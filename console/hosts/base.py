@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 from console.config import HostConfig
-from console.domain.models import (
+from console.domain.values import (
     CommandResult,
     GpuSnapshot,
     HealthSample,

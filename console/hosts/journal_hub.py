@@ -17,9 +17,9 @@ from collections import deque
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
-from console.domain.models import Engine, Finding, FindingClass, JournalEntry, ReadinessEvent
 from console.domain.phases import PhaseTracker
 from console.domain.triage import Triager
+from console.domain.values import Engine, Finding, FindingClass, JournalEntry, ReadinessEvent
 
 #: Entries kept per unit for subscribers that join late (a switch's watcher joins right after a start).
 REPLAY_ENTRIES = 4096

@@ -7,7 +7,7 @@ import contextlib
 import os
 from collections.abc import AsyncIterator, Mapping, Sequence
 
-from console.domain.models import CommandResult
+from console.domain.values import CommandResult
 from console.errors import HostError
 from console.hosts.argv import CommandFailed, LineSplitter, check_argv
 

@@ -11,8 +11,8 @@ from collections.abc import AsyncIterator
 from urllib.parse import urlsplit
 
 from console.config import HostConfig
-from console.domain.models import GpuSnapshot
 from console.domain.urls import is_loopback_url
+from console.domain.values import GpuSnapshot
 from console.errors import HostError, UsageError
 from console.hosts.argv import CommandFailed
 from console.hosts.base import (

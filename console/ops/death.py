@@ -16,8 +16,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from console.domain.models import Finding, UnitState
 from console.domain.triage import Triager
+from console.domain.values import Finding, UnitState
 
 if TYPE_CHECKING:
     from console.config import ServiceConfig

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from console.config import HostConfig, LayoutConfig, ServiceConfig
-from console.domain.models import GpuSnapshot
+from console.domain.values import GpuSnapshot
 
 if TYPE_CHECKING:
     from console.domain.fit import FitResult

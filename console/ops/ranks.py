@@ -17,9 +17,9 @@ from typing import Any
 
 from console.config import LayoutConfig, ServiceConfig
 from console.domain.layout import gpus_used
-from console.domain.models import Finding
 from console.domain.ras import MAX_REPORT_BYTES, RasReport, parse_ras_status
-from console.domain.text import printable
+from console.domain.safe_text import printable
+from console.domain.values import Finding
 from console.hosts.base import Host
 from console.ops.cluster import head_address, node_hosts
 from console.ops.death import last_death

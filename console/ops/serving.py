@@ -35,7 +35,7 @@ from console.domain.progress import (
 
 if TYPE_CHECKING:
     from console.config import ServiceConfig
-    from console.domain.models import GpuSnapshot, JournalEntry
+    from console.domain.values import GpuSnapshot, JournalEntry
     from console.hosts.base import Host
     from console.ops.status import ServiceStatus
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from console.config import HostConfig, LayoutConfig, ServiceConfig
-from console.domain.models import Engine, GpuSnapshot
+from console.domain.values import Engine, GpuSnapshot
 
 if TYPE_CHECKING:
     from console.domain.perf import Calibration, HostShape, Observation, PerfModel, SpeedPrediction

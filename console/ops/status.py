@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from console.config import DROP_IN, ENV_FILE, LayoutConfig, ServiceConfig
-from console.domain.models import GpuSnapshot, HealthSample, UnitState
 from console.domain.triage import xid_findings
+from console.domain.values import GpuSnapshot, HealthSample, UnitState
 from console.ops.death import Death, last_death
 from console.ops.ranks import NodeHealth, NodeUnit, group_state, node_health, orphan_units
 

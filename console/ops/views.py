@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING
 from console.config import ServiceConfig
 from console.domain.fit import FitResult, expected_used_mib
 from console.domain.layout import gpus_used
-from console.domain.models import GpuSnapshot, HealthSample, Phase, UnitState
 from console.domain.progress import STALLED, ServingVerdict
+from console.domain.values import GpuSnapshot, HealthSample, Phase, UnitState
 from console.hosts.base import Host
 from console.hosts.endpoints import metrics_reader
 from console.ops.ranks import ALIVE, DEAD

@@ -19,7 +19,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from console.domain.models import GpuProcess, GpuSample, GpuSnapshot
+from console.domain.values import GpuProcess, GpuSample, GpuSnapshot
 from console.hosts.procfs import pid_alive
 
 LEDGER_ENV = "SERVE_CONSOLE_SIM_LEDGER"

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from console.domain.layout import Layout
-from console.domain.units import GIB, MIB, format_bytes
+from console.domain.sizes import GIB, MIB, format_bytes
 from console.sim.logfmt import Rank
 
 LOAD_RATE_BYTES_PER_S = 6.3 * GIB

@@ -15,8 +15,8 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from console.domain.models import GpuProcess, GpuSample, GpuSnapshot
-from console.domain.units import MIB
+from console.domain.sizes import MIB
+from console.domain.values import GpuProcess, GpuSample, GpuSnapshot
 from console.sim import ledger as ledger_mod
 from console.sim.nvidia_smi_query import UnknownDisplay, displays_of, query_lines
 from console.sim.nvidia_smi_table import render_table

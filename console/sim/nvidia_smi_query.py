@@ -16,7 +16,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
-from console.domain.models import GpuSample, GpuSnapshot
+from console.domain.values import GpuSample, GpuSnapshot
 
 DISPLAYS = ("PERFORMANCE", "POWER", "CLOCK")
 _COLUMN = 42

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from console.domain.models import GpuSnapshot
+from console.domain.values import GpuSnapshot
 
 _WIDTH = 89  # inner width of nvidia-smi's box
 

@@ -18,8 +18,8 @@ from typing import Protocol
 
 from console.domain.fit import ModelSpec, rank_weight_bytes, torch_capacity_bytes
 from console.domain.layout import Layout
-from console.domain.models import Engine
-from console.domain.units import MIB
+from console.domain.sizes import MIB
+from console.domain.values import Engine
 from console.sim.clock import SimClock
 from console.sim.cluster import FAIL_OOM_KILL, ClusterNode, node_ranks
 from console.sim.engine_args import EngineArgs, cuda_devices

@@ -19,15 +19,15 @@ from textual.binding import Binding
 from textual.notifications import SeverityLevel
 
 from console.config import ConsoleConfig, UiConfig
-from console.domain.text import shown
+from console.domain.safe_text import shown
 from console.hosts.base import Host
 from console.ops.audit import AuditLog
 from console.ops.status import kill_started_units, running_units
 from console.ops.views import FitCache, ServingCache
 from console.shutdown import SHUTDOWN, on_ending_signals
-from console.ui.commands_palette import ConsoleCommands
 from console.ui.gc_pauses import GcPauses
 from console.ui.keys import BY_ID, bindings, validate_keymap
+from console.ui.palette import ConsoleCommands
 from console.ui.themes import load_themes
 from console.ui.worker_errors import NotifiesWorkerErrors
 

@@ -7,7 +7,7 @@ from typing import cast
 from textual.widget import Widget
 from textual.worker import Worker, WorkerState
 
-from console.domain.text import shown
+from console.domain.safe_text import shown
 
 
 class NotifiesWorkerErrors:

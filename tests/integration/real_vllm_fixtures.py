@@ -9,7 +9,7 @@ from remote_helpers import bed_host_config
 
 from console.config import UNIT_PER_LAYOUT, LayoutConfig, ServiceConfig
 from console.domain.layout import Layout
-from console.domain.models import Engine
+from console.domain.values import Engine
 from console.hosts.remote import build_remote_host
 from console.ops.audit import AuditLog
 

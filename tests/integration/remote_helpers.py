@@ -9,7 +9,7 @@ from waiting import await_for
 
 from console.config import ENV_FILE, TEMPLATE, UNIT_PER_LAYOUT, HostConfig, LayoutConfig, ServiceConfig
 from console.domain.layout import parse_layout
-from console.domain.models import Engine
+from console.domain.values import Engine
 
 
 def bed_host_config(bed, name: str = "tb1", **overrides: object) -> HostConfig:

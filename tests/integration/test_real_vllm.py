@@ -22,7 +22,7 @@ import pytest
 from real_vllm_fixtures import HOST, START_TIMEOUT_S, UNITS, open_host, real_vllm, tiny_service  # noqa: F401 (fixture)
 from remote_helpers import wait_until
 
-from console.domain.models import FindingClass, Phase
+from console.domain.values import FindingClass, Phase
 from console.ops.engine_status import engine_figures
 from console.ops.evidence import collect_evidence
 from console.ops.explore import Explore, ExploreOptions, ProbeOptions, ResultsStore, probe_service

@@ -11,7 +11,7 @@ import pytest
 from remote_helpers import TIME_SCALE, bed_host_config, k26_service
 
 from console.config import ENV_FILE, TEMPLATE, UNIT_PER_LAYOUT
-from console.domain.models import FindingClass, Phase
+from console.domain.values import FindingClass, Phase
 from console.hosts.remote import build_remote_host
 from console.ops.audit import AuditLog
 from console.ops.switch.events import FAILED, READY, REFUSED, PhaseEvent

@@ -11,7 +11,7 @@ from remote_helpers import bed_host_config
 
 from console.config import UNIT_PER_LAYOUT, LayoutConfig, ServiceConfig
 from console.domain.layout import parse_layout
-from console.domain.models import Engine, FindingClass, Phase
+from console.domain.values import Engine, FindingClass, Phase
 from console.hosts.remote import build_remote_host
 from console.ops.audit import AuditLog
 from console.ops.engine_status import engine_figures

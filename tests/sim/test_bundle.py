@@ -139,7 +139,7 @@ class _Services:
         self.stamps = stamps
 
     async def journal(self, unit, *, after_cursor=None, follow=True, lines=None):
-        from console.domain.models import JournalEntry
+        from console.domain.values import JournalEntry
 
         for n, ts in enumerate(self.stamps):
             yield JournalEntry(cursor=str(n), ts=ts, unit=unit, message=f"line at {ts:.0f}")

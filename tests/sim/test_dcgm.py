@@ -13,8 +13,8 @@ from http_stub import http_stub
 from ssh_fake_server import start_fake_sshd
 
 from console.config import HostConfig, ServiceConfig
-from console.domain.models import Engine, FindingClass, GpuSample, GpuSnapshot
 from console.domain.triage.xid import xid_findings
+from console.domain.values import Engine, FindingClass, GpuSample, GpuSnapshot
 from console.errors import ConfigError
 from console.hosts.gpus.dcgm import DcgmSource, parse_dcgm
 from console.hosts.remote import build_remote_host

@@ -106,7 +106,7 @@ def test_a_port_another_demo_reserved_is_never_taken_even_while_nothing_listens(
 
 def test_the_demo_that_kept_the_packaged_ports_shares_the_users_state(monkeypatch) -> None:
     from console.hosts.state_dir import STATE_DIR_ENV
-    from console.ui.command import demo_state_root
+    from console.ui.tui_entry import demo_state_root
 
     monkeypatch.delenv(STATE_DIR_ENV)
     packaged = load_config(demo_config_path())

@@ -12,7 +12,7 @@ import pytest
 from aiohttp import web
 from http_stub import http_stub
 
-from console.domain.models import Engine
+from console.domain.values import Engine
 from console.errors import HostError
 from console.hosts.endpoints import HttpHealthProbe, PrometheusClient
 from console.hosts.endpoints.prometheus import auth_headers

@@ -8,7 +8,7 @@ import pytest
 from aiohttp import web
 from http_stub import http_stub
 
-from console.domain.models import Engine
+from console.domain.values import Engine
 from console.hosts.endpoints.health import HttpHealthProbe
 from console.hosts.endpoints.metrics import EngineMetricsReader, MetricsUnavailable, metrics_reader
 

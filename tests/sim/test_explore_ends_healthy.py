@@ -10,7 +10,7 @@ import contextlib
 import pytest
 from sim_fixtures import EP8, TP8, kill_engine, logged, until_logged
 
-from console.domain.models import HealthSample
+from console.domain.values import HealthSample
 from console.ops.explore.probe import ProbeRefused, probe_service
 from console.ops.explore.probe_load import ProbeOptions
 from console.ops.explore.report import ExploreOptions

@@ -12,9 +12,9 @@ from dataclasses import replace
 import pytest
 
 from console.commands.switch_output import verdict_lines
-from console.domain.models import Engine, Finding, FindingClass, JournalEntry
 from console.domain.triage.catalogue import CATALOGUE, WEIGHTS_OOM_HINT, hint_for
 from console.domain.triage.triager import Triager
+from console.domain.values import Engine, Finding, FindingClass, JournalEntry
 from console.hosts.journal_hub import JournalHub
 from console.ops.switch import SwitchResult, failure_rows
 from console.ops.switch.failure_text import with_advice

@@ -10,7 +10,7 @@ import json
 
 from aiohttp import web
 
-from console.domain.models import Engine
+from console.domain.values import Engine
 from console.hosts.endpoints import HttpHealthProbe, first_token_probe
 
 RELEASE = web.AppKey("release", asyncio.Event)

@@ -16,7 +16,7 @@ import pytest
 from fleet_prometheus import GPU_TOTAL_MIB, fleet_prometheus_fixture  # noqa: F401 (the session fixture)
 
 from console.config import FleetConfig, HostConfig, ServiceConfig
-from console.domain.models import Engine
+from console.domain.values import Engine
 from console.errors import HostError
 from console.hosts.endpoints.prometheus import PrometheusClient
 from console.ops.fleet.rows import PrometheusFleet

@@ -6,7 +6,7 @@ import pytest
 from aiohttp import web
 from ports import free_port
 
-from console.domain.models import Engine
+from console.domain.values import Engine
 from console.errors import HostError
 from console.hosts.endpoints.health import PROBE_USER_AGENT, HttpHealthProbe
 

@@ -9,7 +9,7 @@ from aiohttp import web
 from sim_fixtures import free_port
 
 from console.config import HostConfig, ServiceConfig, parse_config
-from console.domain.models import Engine
+from console.domain.values import Engine
 from console.errors import ConfigError
 from console.hosts.remote import build_remote_host
 from console.hosts.ssh.forward import SshPortForward

@@ -15,7 +15,7 @@ from http_stub import http_stub
 from console.commands.host_args import print_json
 from console.domain.metrics import MetricsHistory, MetricsTextError, parse_metrics
 from console.domain.metrics.engine_metrics import EngineFigures, counter_increase
-from console.domain.models import Engine
+from console.domain.values import Engine
 from console.hosts.endpoints import HttpHealthProbe
 from console.hosts.endpoints.metrics import EngineMetricsReader
 from console.ops.engine_status import engine_figures, figures_line, metrics_json

@@ -73,9 +73,9 @@ async def test_a_wedged_worker_then_a_dead_one_fail_the_group_while_the_head_ans
 
 
 async def test_a_rendezvous_that_waits_is_named_with_its_address(cluster, monkeypatch) -> None:
-    from console.ops.switch import group_watch
+    from console.ops.switch import group_follow
 
-    monkeypatch.setattr(group_watch, "RENDEZVOUS_NOTE_S", 0.5)
+    monkeypatch.setattr(group_follow, "RENDEZVOUS_NOTE_S", 0.5)
     head, worker = cluster
     service = head.config.services[0]
     # the worker's node file keeps lines the console does not own: this one makes it never dial the head

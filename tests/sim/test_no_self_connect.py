@@ -16,7 +16,7 @@ import socket
 import pytest
 from sim_fixtures import free_port
 
-from console.domain.models import Engine
+from console.domain.values import Engine
 from console.hosts.endpoints import HttpHealthProbe
 from console.hosts.node_facts import LocalNodeFacts
 

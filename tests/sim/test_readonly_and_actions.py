@@ -8,7 +8,7 @@ import pytest
 from sim_cli import HOST, cli, sim_env, sim_toml  # noqa: F401 - the fixture is used by name
 from sim_fixtures import EP8, TP8, fake_engine, free_port
 
-from console.domain.models import FindingClass
+from console.domain.values import FindingClass
 from console.ops.switch.events import FAILED, READY
 from console.ops.switch.orchestrate import switch_layout
 from console.ops.switch.service_control import NOTHING, STOPPED, restart_service, stop_service
@@ -44,7 +44,7 @@ def test_read_only_refuses_every_changing_command_in_one_line(sim_env, argv):  #
 
 def test_tui_demo_read_only_neither_starts_nor_stops_units(monkeypatch, tmp_path):
     import console.ui.app as app_module
-    import console.ui.command as ui_command
+    import console.ui.tui_entry as ui_command
     from console.cli import main
     from console.config import load_config
 

@@ -15,8 +15,8 @@ import sys
 import pytest
 from sim_fixtures import REPO
 
-from console.domain.models import Engine, FindingClass, JournalEntry, Phase
 from console.domain.triage.triager import Triager, parse_rank, triage_lines
+from console.domain.values import Engine, FindingClass, JournalEntry, Phase
 from console.hosts.journal_hub import JournalHub
 from console.hosts.systemd.parse import journal_entry_from_json
 

@@ -10,7 +10,7 @@ from waiting import await_event, await_for
 
 import console.hosts.remote as remote
 from console.config import HostConfig, ServiceConfig
-from console.domain.models import Engine
+from console.domain.values import Engine
 from console.errors import HostError
 from console.hosts.argv import CommandFailed
 from console.hosts.base import LockBusy

@@ -23,9 +23,9 @@ import pytest
 from sim_fixtures import KIMI, REPO, free_port
 from waiting import wait_for
 
-from console.domain.models import Engine, FindingClass, Phase
 from console.domain.phases import PhaseTracker
 from console.domain.triage.triager import triage_lines
+from console.domain.values import Engine, FindingClass, Phase
 from console.sim.ledger import read_processes, read_snapshot
 
 

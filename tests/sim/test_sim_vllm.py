@@ -22,9 +22,9 @@ from sim_fixtures import H100_MIB, QWEN, REPO, free_port, qwen_host
 from waiting import wait_for
 
 from console.domain.layout import Layout, parse_layout
-from console.domain.models import Engine, FindingClass, Phase
 from console.domain.phases import PhaseTracker
 from console.domain.triage.triager import triage_lines
+from console.domain.values import Engine, FindingClass, Phase
 from console.ops.switch.events import PhaseEvent
 from console.ops.switch.orchestrate import switch_layout
 from console.sim.ledger import ProcLedger, ensure_inventory

@@ -24,8 +24,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from sim_fixtures import REPO, free_port
 from waiting import wait_for
 
-from console.domain.models import FindingClass
 from console.domain.triage.triager import triage_lines
+from console.domain.values import FindingClass
 
 REAL = REPO / "tests" / "fixtures" / "vllm-real"
 TINY = REAL / "tiny-moe"

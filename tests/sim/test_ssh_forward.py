@@ -8,7 +8,7 @@ from aiohttp import web
 from http_stub import http_stub
 from ssh_fake_server import start_fake_sshd
 
-from console.domain.models import Engine
+from console.domain.values import Engine
 from console.hosts.endpoints.health import HttpHealthProbe
 from console.hosts.ssh.forward import SshPortForward
 from console.hosts.ssh.transport import SshTransport

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from console.ops.audit import AuditLog
-from console.ops.web_sessions import WebSessionLog
+from console.ops.session_log import WebSessionLog
 
 COUNT_SWITCHES = (
     "import sqlite3, sys; db = sqlite3.connect(sys.argv[1]); "

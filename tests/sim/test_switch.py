@@ -10,7 +10,7 @@ import pytest
 from journal_fakes import LaggingJournal, LateJournal, NoJournal, SystemdLineFirst
 from sim_fixtures import EP8, TP4EP2, TP8, failing, fake_engine, sim_host_config
 
-from console.domain.models import FindingClass
+from console.domain.values import FindingClass
 from console.ops.switch.events import FindingEvent, PhaseEvent, ResultEvent
 from console.ops.switch.orchestrate import switch_layout
 

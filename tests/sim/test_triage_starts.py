@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 
 from console.cli import main
-from console.domain.models import Engine, FindingClass, JournalEntry, Phase
 from console.domain.triage.triager import Triager, triage_lines
+from console.domain.values import Engine, FindingClass, JournalEntry, Phase
 from console.hosts.journal_hub import JournalHub
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "logs"

@@ -26,7 +26,7 @@ from console.config import (
 )
 from console.domain.alerts import HOST_UNREACHABLE, KV_CACHE_HIGH, AlertThresholds
 from console.domain.layout import Layout
-from console.domain.models import Engine
+from console.domain.values import Engine
 from console.factory import open_host
 from console.ops.watch import AlertStore, WatchDaemon
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from pilot_wait import settle
 
 from console.config import ConsoleConfig, HostConfig, UiConfig
-from console.domain.models import GpuProcess, GpuSample, GpuSnapshot, HealthSample, JournalEntry, UnitState
+from console.domain.values import GpuProcess, GpuSample, GpuSnapshot, HealthSample, JournalEntry, UnitState
 from console.errors import HostError
 from console.hosts.base import Host, LinkStatus, SampledGpuSource
 from console.ui.screens.host import HostScreen

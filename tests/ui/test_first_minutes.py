@@ -139,7 +139,7 @@ async def test_processes_take_the_sparklines_place_and_the_pane_keeps_its_height
 async def test_a_rollback_starts_a_fresh_shard_bar_and_a_finished_switch_shows_none() -> None:
     from textual.widgets import ProgressBar
 
-    from console.domain.models import Phase
+    from console.domain.values import Phase
     from console.ops.switch.events import ProgressEvent, StepEvent, SwitchResult
     from console.ui.widgets.switch_progress import SwitchPanel
 

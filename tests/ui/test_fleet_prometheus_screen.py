@@ -12,7 +12,7 @@ from screen_text import notified
 
 from console.config import FleetConfig, HostConfig, ServiceConfig
 from console.config.model import ConsoleConfig
-from console.domain.models import Engine
+from console.domain.values import Engine
 from console.factory import open_hosts
 from console.ui.app import ConsoleApp
 

@@ -26,7 +26,7 @@ from screen_text import notified, screen_text
 
 from console.config import FleetConfig
 from console.domain.metrics import parse_metrics
-from console.domain.models import GpuProcess, GpuSnapshot, HealthSample
+from console.domain.values import GpuProcess, GpuSnapshot, HealthSample
 from console.errors import HostError
 from console.hosts.base import Host, LinkStatus
 from console.hosts.endpoints import MetricsUnavailable

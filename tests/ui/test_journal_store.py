@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from console.domain.models import Finding, FindingClass
+from console.domain.values import Finding, FindingClass
 from console.hosts.endpoints.health import PROBE_USER_AGENT
 from console.ui.widgets.journal_lines import LineFilter
 from console.ui.widgets.journal_store import JournalStore

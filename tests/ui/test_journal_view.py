@@ -6,7 +6,7 @@ import re
 
 from textual.app import App, ComposeResult
 
-from console.domain.models import Finding, FindingClass, OomFigures
+from console.domain.values import Finding, FindingClass, OomFigures
 from console.ui.widgets.journal_lines import LineFilter, marker_for
 from console.ui.widgets.journal_view import JournalView
 
@@ -191,7 +191,7 @@ async def test_a_long_line_scrolls_a_quarter_of_the_view_per_arrow() -> None:
 
 
 def test_every_finding_class_has_its_own_marker_and_style() -> None:
-    from console.domain.models import FindingClass
+    from console.domain.values import FindingClass
     from console.ui.widgets.journal_lines import CLASS_STYLE
 
     assert set(CLASS_STYLE) == set(FindingClass)

@@ -83,7 +83,7 @@ async def test_readonly_hides_and_refuses_changes(host_screen_ready) -> None:
         screen.request_switch("EP8")  # the palette's path refuses too
         assert await settle(pilot, lambda: any("read-only" in n.message for n in notified(app)))
         assert not isinstance(app.screen, ConfirmSwitch)
-        from console.ui.commands_palette import ConsoleCommands
+        from console.ui.palette import ConsoleCommands
 
         provider = ConsoleCommands(app.screen)
         names = [name for name, _, _ in provider._commands()]

@@ -44,7 +44,7 @@ async def rollback_failed_card_ready(pilot) -> None:
 
 async def tall_card_ready(pilot) -> None:
     """The same switch, its cause with what the engine was doing and what followed: two rows more."""
-    from console.domain.models import Finding, FindingClass
+    from console.domain.values import Finding, FindingClass
 
     await failure_card_ready(pilot)
     events = [json.loads(line) for line in (DATA / "switch_tp4ep2_events.jsonl").read_text().splitlines()]

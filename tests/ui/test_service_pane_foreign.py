@@ -7,7 +7,7 @@ from fixed_host import T0, fixed_app
 from pilot_wait import settle
 from screen_text import pane_rows
 
-from console.domain.models import HealthSample, Phase
+from console.domain.values import HealthSample, Phase
 from console.ui.widgets.service_pane import ServicePane
 
 HOLDER = "pid 4242 (python3 -m http.server 30000)"

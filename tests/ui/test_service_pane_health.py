@@ -10,7 +10,7 @@ from fixed_host import T0, fixed_app
 from pilot_wait import settle
 from screen_text import LastReadyAudit, pane_rows, screen_text
 
-from console.domain.models import HealthSample, Phase
+from console.domain.values import HealthSample, Phase
 from console.ui.screens.host import HostScreen
 from console.ui.widgets.service_pane import ServicePane
 

@@ -65,7 +65,7 @@ def test_demo_moves_off_a_busy_port(tmp_path, monkeypatch) -> None:
 
     from console.config import demo_config_path, load_config
     from console.sim.demo_cluster import PORT_LOCK_DIR_ENV, release_demo_ports
-    from console.ui.command import tui_config
+    from console.ui.tui_entry import tui_config
 
     monkeypatch.setenv(PORT_LOCK_DIR_ENV, str(tmp_path))  # apart from any demo running on this machine
 
@@ -87,7 +87,7 @@ def test_user_config_is_used_as_written(tmp_path) -> None:
     import argparse
 
     from console.config import demo_config_path
-    from console.ui.command import tui_config
+    from console.ui.tui_entry import tui_config
 
     holder = _hold(0)
     assert holder is not None

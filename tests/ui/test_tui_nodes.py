@@ -98,7 +98,7 @@ async def test_a_start_up_phase_does_not_outlive_the_unit() -> None:
     from fixed_host import fixed_app
     from pilot_wait import settle
 
-    from console.domain.models import Phase, UnitState
+    from console.domain.values import Phase, UnitState
     from console.ui.screens.host import HostScreen
     from console.ui.widgets.service_pane import ServicePane
 

@@ -20,7 +20,7 @@ import pytest
 from waiting import wait_until
 from web_browser import Browser, WebConsole, missing
 
-from console.ops.web_sessions import CLOSED, OPEN, SERVER_STOPPED, WebSessionLog
+from console.ops.session_log import CLOSED, OPEN, SERVER_STOPPED, WebSessionLog
 
 pytestmark = pytest.mark.slow
 HOST_SCREEN = ("service kimi-k2.6", "journal · sglang-k26@", "read-only")

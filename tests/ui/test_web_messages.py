@@ -16,7 +16,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from waiting import WaitTimeout, await_for
 from web_fakes import TOKEN
 
-from console.ops.web_sessions import WebSessionLog
+from console.ops.session_log import WebSessionLog
 from console.ui.web.access import AccessGate
 from console.ui.web.messages import MAX_COLUMNS, MAX_ROWS
 from console.ui.web.server import ConsoleWebServer, WebLimits

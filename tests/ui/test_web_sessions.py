@@ -12,7 +12,7 @@ from waiting import await_for
 from web_fakes import TOKEN, stand_in_server
 
 from console.cli import main
-from console.ops.web_sessions import CLOSED, IDLE, INTERRUPTED, OPEN, REFUSED, SERVER_STOPPED, WebSessionLog
+from console.ops.session_log import CLOSED, IDLE, INTERRUPTED, OPEN, REFUSED, SERVER_STOPPED, WebSessionLog
 
 
 async def _client(server) -> TestClient:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from console.ops.web_sessions import WebSessionLog
+from console.ops.session_log import WebSessionLog
 from console.ui.web.access import AccessGate
 from console.ui.web.server import ConsoleWebServer, WebLimits
 

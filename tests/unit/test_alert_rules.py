@@ -27,7 +27,7 @@ from console.domain.alerts import (
     Verdict,
     alert_from,
 )
-from console.domain.models import Finding, FindingClass, OomFigures, Phase, ReadinessEvent, UnitState
+from console.domain.values import Finding, FindingClass, OomFigures, Phase, ReadinessEvent, UnitState
 
 T = AlertThresholds(crash_loop_restarts=3, crash_loop_window_s=600, start_hang_s=600, unreachable_s=60,
                     flapping_changes=4, flapping_window_s=300, kv_usage_ratio=0.95, kv_usage_for_s=300)

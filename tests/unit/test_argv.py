@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from console.domain.models import CommandResult
+from console.domain.values import CommandResult
 from console.errors import HostError, UsageError
 from console.hosts.argv import (
     LineSplitter,

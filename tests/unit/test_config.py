@@ -20,7 +20,7 @@ from console.config import (
 from console.config import loader as config_loader
 from console.config.fields import KeyLocator, dotted
 from console.domain.layout import Layout
-from console.domain.models import Engine
+from console.domain.values import Engine
 from console.errors import ConfigError, UsageError
 
 REPO = Path(__file__).resolve().parents[2]

@@ -29,8 +29,8 @@ from pathlib import Path
 import pytest
 from corpus_labels import CORPUS, KNOWN, LABELS, _labels, _right
 
-from console.domain.models import Finding, FindingClass
 from console.domain.triage.triager import Triager
+from console.domain.values import Finding, FindingClass
 
 #: The bars (the issue's, on logs never used for tuning).
 KNOWN_BAR = 0.90

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from console.domain.models import Finding
 from console.domain.triage.triager import Triager
+from console.domain.values import Finding
 
 CORPUS = Path(__file__).resolve().parent.parent / "corpus" / "multinode"
 FAILURE_BAR = 0.80

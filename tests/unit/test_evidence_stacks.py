@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import pytest
 
 from console.config import ServiceConfig
-from console.domain.models import CommandResult, Engine, UnitState
+from console.domain.values import CommandResult, Engine, UnitState
 from console.ops.evidence.parts import Unavailable, descendants, stacks_text
 
 PS = """\

@@ -12,7 +12,7 @@ from console.domain.fit.model_spec import ModelSpec, load_model_spec
 from console.domain.fit.predict import FitResult, predict_fit, rank_load_plan, torch_capacity_bytes
 from console.domain.fit.weights import rank_weight_bytes
 from console.domain.layout import Layout, parse_layout
-from console.domain.units import GIB, format_bytes
+from console.domain.sizes import GIB, format_bytes
 
 MODELS = Path(__file__).resolve().parents[1] / "models"
 KIMI_K26 = MODELS / "moonshotai--Kimi-K2.6.json"

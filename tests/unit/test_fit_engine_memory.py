@@ -19,7 +19,7 @@ from console.domain.fit.engine_memory import (
 )
 from console.domain.fit.model_spec import load_model_spec
 from console.domain.layout import Layout
-from console.domain.units import GIB
+from console.domain.sizes import GIB
 
 MODELS = Path(__file__).resolve().parents[1] / "models"
 DEEPSEEK = load_model_spec(MODELS / "deepseek-ai--DeepSeek-V3.json")

@@ -6,7 +6,7 @@ import pytest
 
 from console.config import demo_config_path, load_config
 from console.domain.fit.gpu_health import BAD, IDLE, OK, WARN, expected_used_mib, judge_gpus
-from console.domain.models import GpuSample
+from console.domain.values import GpuSample
 from console.ops.fit_check import fit_layout, gpu_capacity
 
 TOTAL = 97887  # MiB, the demo's RTX PRO 6000

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from console.domain.models import CommandResult, GpuSample, GpuSnapshot
+from console.domain.values import CommandResult, GpuSample, GpuSnapshot
 from console.hosts.argv import CommandFailed, TransportLost
 from console.hosts.gpus.nvidia_smi import GpuHistory, NvidiaSmiSource, map_cuda_index, parse_apps, parse_gpus
 

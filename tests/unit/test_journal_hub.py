@@ -8,7 +8,7 @@ import pytest
 from journal_fakes import FakeJournal, take
 from waiting import await_for
 
-from console.domain.models import Engine, FindingClass, JournalEntry, Phase
+from console.domain.values import Engine, FindingClass, JournalEntry, Phase
 from console.hosts.journal_hub import JournalHub
 
 SEED_OOM = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 672.00 MiB. GPU 2 has a total "

@@ -6,7 +6,7 @@ import json
 
 from journal_fakes import FakeJournal, take
 
-from console.domain.models import Engine, FindingClass, JournalEntry, Phase
+from console.domain.values import Engine, FindingClass, JournalEntry, Phase
 from console.hosts.journal_hub import JournalHub
 from console.hosts.systemd.parse import journal_entry_from_json
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from console.domain.models import Engine, HealthSample, Phase
 from console.domain.phases import PhaseTracker
+from console.domain.values import Engine, HealthSample, Phase
 
 LOGS = Path(__file__).resolve().parent.parent / "fixtures" / "logs"
 ORDER = list(Phase)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from console.domain.models import HealthSample, UnitState
+from console.domain.values import HealthSample, UnitState
 from console.ops.status import recent_health
 
 

@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from console.domain.redact import redact
-from console.domain.text import printable, shown
+from console.domain.safe_text import printable, shown
 from console.domain.triage.signatures import clip
 
 HOSTILE = (

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from console.domain.models import Finding, FindingClass
 from console.domain.triage.oom import parse_oom
 from console.domain.triage.signature_table import ALL_NEEDLES, GATES, SIGNATURES
 from console.domain.triage.triager import Triager, classify_line, decisive, parse_rank, triage_lines
+from console.domain.values import Finding, FindingClass
 
 LOGS = Path(__file__).resolve().parent.parent / "fixtures" / "logs"
 MIB = 1 << 20

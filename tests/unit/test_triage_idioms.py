@@ -4,9 +4,9 @@ main loop, and a markdown bullet before a timestamp. The lines are real (tests/c
 
 from __future__ import annotations
 
-from console.domain.models import FindingClass
 from console.domain.triage.root_cause import decisive
 from console.domain.triage.triager import classify_line, triage_lines
+from console.domain.values import FindingClass
 
 C = FindingClass
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from console.domain.models import Engine, FindingClass
 from console.domain.triage.triager import Triager
+from console.domain.values import Engine, FindingClass
 
 C = FindingClass
 

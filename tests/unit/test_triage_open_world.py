@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from console.domain.models import Finding, FindingClass
 from console.domain.triage.catalogue import CATALOGUE, hint_for
 from console.domain.triage.root_cause import decisive
 from console.domain.triage.triager import Triager, classify_line, triage_lines
+from console.domain.values import Finding, FindingClass
 
 C = FindingClass
 GIB = 1 << 30

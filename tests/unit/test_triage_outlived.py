@@ -3,8 +3,8 @@ death (a SIGKILL, as the kernel's OOM killer sends) is never blamed on it."""
 
 from __future__ import annotations
 
-from console.domain.models import FindingClass
 from console.domain.triage.triager import Triager
+from console.domain.values import FindingClass
 
 C = FindingClass
 READY = "[2026-05-26 00:06:20] The server is fired up and ready to roll!"

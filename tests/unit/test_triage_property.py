@@ -8,10 +8,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from console.domain.models import Engine, FindingClass
 from console.domain.phases import PhaseTracker
 from console.domain.triage.oom import OOM_MARKERS, parse_oom
 from console.domain.triage.triager import Triager, classify_line, parse_rank
+from console.domain.values import Engine, FindingClass
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

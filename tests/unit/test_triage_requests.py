@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from console.domain.models import Engine, FindingClass, Phase
 from console.domain.phases import PhaseTracker
 from console.domain.triage.classify import classify_line
 from console.domain.triage.triager import Triager, triage_lines
+from console.domain.values import Engine, FindingClass, Phase
 
 SAMPLES = Path(__file__).resolve().parent.parent / "fixtures" / "request_logs"
 OOM = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 GiB. GPU 0 has a total capacity "

@@ -6,23 +6,23 @@ import asyncio
 import time
 
 from console.config import ServiceConfig
-from console.domain.models import Engine, FindingClass, JournalEntry, UnitState
 from console.domain.triage.triager import Triager
+from console.domain.values import Engine, FindingClass, JournalEntry, UnitState
 from console.hosts.journal_hub import ReadEntry
-from console.ops.switch.watch import UNIT_LINE_TRAIL_S, StartWatch
+from console.ops.switch.start_follow import UNIT_LINE_TRAIL_S, StartFollower
 
 SERVICE = ServiceConfig(name="llm", engine=Engine.VLLM, url="http://127.0.0.1:8000")
 ENGINE = "(EngineCore_DP0 pid=3120) ERROR 05-26 00:06:02 [core.py:708] "
 
 
-def _watch() -> StartWatch:
-    watch = StartWatch(None, SERVICE, "vllm.service", layout="TP4", emit=lambda event: None,  # type: ignore[arg-type]
+def _watch() -> StartFollower:
+    watch = StartFollower(None, SERVICE, "vllm.service", layout="TP4", emit=lambda event: None,  # type: ignore[arg-type]
                        started_mono=time.monotonic())
     watch._verdict = asyncio.get_running_loop().create_future()
     return watch
 
 
-def _feed(watch: StartWatch, triager: Triager, lines: list[str]) -> None:
+def _feed(watch: StartFollower, triager: Triager, lines: list[str]) -> None:
     for i, line in enumerate(lines):
         entry = JournalEntry(cursor=f"c{i}", ts=1000.0 + i, unit="vllm.service", message=line)
         watch.on_entry(ReadEntry(entry, tuple(triager.feed(line, entry.ts))))

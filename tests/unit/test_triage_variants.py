@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from console.domain.models import Finding, FindingClass
 from console.domain.triage.root_cause import decisive
 from console.domain.triage.triager import Triager, classify_line, triage_lines
+from console.domain.values import Finding, FindingClass
 
 C = FindingClass
 _CAPTURE_FRAMES = [

@@ -7,10 +7,10 @@ from __future__ import annotations
 import corpus_labels
 import pytest
 
-from console.domain.models import FindingClass
 from console.domain.triage.root_cause import decisive
 from console.domain.triage.triager import Triager, triage_lines
 from console.domain.triage.wraps import REPEATS, WrapWidth
+from console.domain.values import FindingClass
 
 C = FindingClass
 #: Scores measured on the corpus (272 logs, 268 right unwrapped) when the rules last changed; the rest

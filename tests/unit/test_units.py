@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from console.domain.units import GIB, KIB, MIB, format_bytes, gib, parse_size
+from console.domain.sizes import GIB, KIB, MIB, format_bytes, gib, parse_size
 
 
 @pytest.mark.parametrize(

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from console.domain.text import shown
+from console.domain.safe_text import shown
 
 LABEL_KEYS = ("alertname", "host", "service", "unit", "layout", "severity")
 #: Longest label value and annotation kept (Alertmanager takes more; receivers such as Slack take less).

@@ -6,8 +6,8 @@ rank, what the engine was doing, what to do, and the journal line itself.
 
 from __future__ import annotations
 
-from console.domain.models import Finding
-from console.domain.units import format_bytes
+from console.domain.sizes import format_bytes
+from console.domain.values import Finding
 
 #: The journal line carried in the description, cut (a traceback's final line can be long).
 LINE_CHARS = 300

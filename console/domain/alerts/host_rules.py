@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from console.domain.alerts.alert import Condition, Scope, Verdict
 from console.domain.alerts.service_rules import Active
 from console.domain.alerts.thresholds import GPU_XID, HOST_UNREACHABLE, AlertThresholds
-from console.domain.models import Finding
+from console.domain.values import Finding
 
 #: How long an Xid read in a unit's journal (the kernel's `NVRM: Xid` quoted there) keeps its alert up;
 #: dcgm-exporter's gauge instead holds the last Xid until the GPU is reset.

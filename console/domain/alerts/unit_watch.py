@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from console.domain.alerts.thresholds import AlertThresholds
 from console.domain.alerts.windows import EventWindow
-from console.domain.models import Finding, FindingClass, Phase, ReadinessEvent, UnitState
+from console.domain.values import Finding, FindingClass, Phase, ReadinessEvent, UnitState
 
 #: Restarts recorded at once for a jump in NRestarts (15,000 restarts while nobody watched are a crash loop
 #: whether 3 or 15,000 of them are counted).

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from console.domain.fit.model_spec import ModelSpec
 from console.domain.fit.sharding import kv_heads_per_rank
 from console.domain.layout import Layout
-from console.domain.models import Engine
-from console.domain.units import GIB, MIB
+from console.domain.sizes import GIB, MIB
+from console.domain.values import Engine
 
 #: CUDA context, cuBLAS workspace and allocator slack of one rank before anything is loaded.
 CUDA_CONTEXT_GIB = 0.75

@@ -39,8 +39,8 @@ from dataclasses import dataclass
 
 from console.domain.fit.engine_memory import startup_overhead_bytes
 from console.domain.fit.predict import FitResult
-from console.domain.models import GpuSample
-from console.domain.units import GIB, MIB
+from console.domain.sizes import GIB, MIB
+from console.domain.values import GpuSample
 
 TOLERANCE_SHARE = 0.03
 TOLERANCE_MIN_MIB = 2048

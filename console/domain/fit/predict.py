@@ -34,8 +34,8 @@ from console.domain.fit.model_spec import ModelSpec
 from console.domain.fit.sharding import RankPlacement, placement, shard_problem
 from console.domain.fit.weights import TensorAlloc, placement_plan, rank_load_plan
 from console.domain.layout import Layout, check_layout, gpus_used
-from console.domain.models import Engine
-from console.domain.units import GIB
+from console.domain.sizes import GIB
+from console.domain.values import Engine
 
 __all__ = [
     "TIGHT_KV_TOKENS",

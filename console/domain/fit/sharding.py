@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from console.domain.fit.model_spec import ModelSpec
 from console.domain.layout import Layout, attention_tp, gpus_used
-from console.domain.models import Engine
+from console.domain.values import Engine
 
 #: VocabParallelEmbedding pads the vocabulary to a multiple of this before splitting it.
 VOCAB_PADDING = 64

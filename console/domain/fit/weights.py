@@ -15,7 +15,7 @@ from console.domain.fit.model_spec import ModelSpec
 from console.domain.fit.quant import FP32_BYTES, linear_tensors, moe_tensors
 from console.domain.fit.sharding import RankPlacement, kv_heads_per_rank, placement, vocab_shard
 from console.domain.layout import Layout
-from console.domain.models import Engine
+from console.domain.values import Engine
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,7 +19,7 @@ from typing import Any
 from prometheus_client.parser import text_string_to_metric_families
 
 from console.domain.metrics.engine_metrics import EngineScrape, Histogram
-from console.domain.text import printable
+from console.domain.safe_text import printable
 
 #: Labels that tell ranks of one replica apart: they do not make a series count twice.
 _RANK_LABELS = frozenset({"tp_rank", "pp_rank", "moe_ep_rank", "ep_rank", "attn_tp_rank", "le"})

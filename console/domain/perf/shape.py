@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 
 from console.domain.fit import ModelSpec, placement, rank_load_plan
 from console.domain.layout import Layout
-from console.domain.models import Engine
+from console.domain.values import Engine
 
 #: Bytes per parameter of the linear weights under each precision override.
 PRECISION_BYTES = {"bf16": 2.0, "fp8": 1.0 + 4 / (128 * 128), "fp4": 4.5 / 8}

@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from console.domain.layout import Layout
-from console.domain.models import Engine
 from console.domain.perf import comm
 from console.domain.perf.hardware import GpuKind, link_kind
 from console.domain.perf.shape import PerfModel, StageWeights, stage_weights
 from console.domain.perf.step import ACT_BYTES, Batch, Coefficients, Fabric, StepTerms, stage_terms
+from console.domain.values import Engine
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,10 +14,10 @@ from dataclasses import dataclass
 
 from console.domain.fit import kv_bytes_per_token
 from console.domain.layout import Layout
-from console.domain.models import Engine
 from console.domain.perf import comm
 from console.domain.perf.hardware import GpuKind, LinkKind
 from console.domain.perf.shape import PerfModel, StageWeights
+from console.domain.values import Engine
 
 ACT_BYTES = 2  # bf16 activations on the wire
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from console.domain.models import Engine, Finding
-from console.domain.models import FindingClass as C
+from console.domain.values import Engine, Finding
+from console.domain.values import FindingClass as C
 
 #: Tiers, root first: a cause in the engine's resources or inputs; a collective or crash that other
 #: causes can provoke; an exception nothing else names; the engine's or systemd's summary of a death.

@@ -8,12 +8,12 @@ frames told it.
 from __future__ import annotations
 
 from console.domain.log_origin import by_systemd, is_request_text
-from console.domain.models import Finding, FindingClass
 from console.domain.rank import split_header
 from console.domain.triage.catalogue import WEIGHTS_OOM_HINT, hint_for
 from console.domain.triage.normalise import TRACEBACK_MARKER, Block, exception_name
 from console.domain.triage.signature_table import GATES, read_signature
 from console.domain.triage.signatures import clip
+from console.domain.values import Finding, FindingClass
 
 #: Finding.line keeps at most this many characters of a (possibly 1 MB) line.
 MAX_LINE_CHARS = 2000

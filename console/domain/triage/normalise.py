@@ -17,9 +17,9 @@ import re
 from dataclasses import dataclass
 
 from console.domain.log_origin import names_a_unit
-from console.domain.models import Finding, FindingClass
 from console.domain.rank import LineHeader, split_header
 from console.domain.triage.signatures import PARAM_NAME
+from console.domain.values import Finding, FindingClass
 
 TRACEBACK_MARKER = "Traceback (most recent call last):"
 FRAME_MARKER = 'File "'  # a frame's opening words: `  File "/x/y.py", line 1, in f`

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import re
 
-from console.domain.models import OomFigures
-from console.domain.units import format_bytes, parse_size
+from console.domain.sizes import format_bytes, parse_size
+from console.domain.values import OomFigures
 
 #: Substrings that mark a real CUDA out-of-memory text; nothing else is ever read as an OOM.
 OOM_MARKERS = (

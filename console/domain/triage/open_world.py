@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from console.domain.models import Finding, FindingClass
 from console.domain.triage.catalogue import hint_for
 from console.domain.triage.classify import MAX_LINE_CHARS, QUIET_LEVELS, quiet
 from console.domain.triage.normalise import Block, Pending
 from console.domain.triage.root_cause import CUT_OFF_SUMMARY, as_engine_error
 from console.domain.triage.signatures import clip
+from console.domain.values import Finding, FindingClass
 
 #: A log that ends at most this many lines after an unexplained exception ended with it.
 END_LINES = 60

@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from console.domain.models import Finding, FindingClass
 from console.domain.triage.catalogue import OPEN, SUMMARY, hint_for, tier_of
 from console.domain.triage.signatures_host import BARE_KILL_SUMMARY
+from console.domain.values import Finding, FindingClass
 
 #: An unexplained exception explains a death only if it was logged at most this many lines before it.
 CAUSE_WINDOW_LINES = 400

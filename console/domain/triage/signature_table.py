@@ -13,13 +13,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from console.domain.models import FindingClass as C
 from console.domain.triage import signatures as known
 from console.domain.triage import signatures_dist as dist
 from console.domain.triage import signatures_env as env
 from console.domain.triage import signatures_host as host
 from console.domain.triage.oom import OOM_MARKERS
 from console.domain.triage.signatures import Reader, Reading
+from console.domain.values import FindingClass as C
 
 #: Lines that are never a finding: NCCL's harmless `Call to bind failed: Address already in use`.
 HARMLESS = ("Call to bind failed",)

@@ -13,9 +13,9 @@ import re
 from collections.abc import Callable
 from typing import NamedTuple
 
-from console.domain.models import FindingClass, OomFigures
-from console.domain.text import printable
+from console.domain.safe_text import printable
 from console.domain.triage.oom import oom_summary, parse_oom
+from console.domain.values import FindingClass, OomFigures
 
 _WATCHDOG = re.compile(r"OpType=(?P<op>\w+).{0,200}?Timeout\(ms\)=(?P<timeout>\d+)\)(?: ran for (?P<ran>\d+))?")
 #: SGLang's and other servers' own words for a taken port: `metrics_port at 40290 is not available in

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import re
 
-from console.domain.models import FindingClass
 from console.domain.triage.signatures import Reading, around, clip
+from console.domain.values import FindingClass
 
 _UNIT = r"(?P<unit>[\w@.:\\-]{1,200}\.(?:service|scope|socket))"
 _MAIN_EXITED = re.compile(_UNIT + r": Main process exited, code=(?P<code>\w+), status=(?P<status>[^\s,]+)")

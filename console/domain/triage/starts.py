@@ -23,8 +23,8 @@ from console.domain.log_origin import (
     by_systemd,
     opens_engine_start,
 )
-from console.domain.models import Finding, FindingClass
 from console.domain.rank import split_header
+from console.domain.values import Finding, FindingClass
 
 #: What began a new start (StartTracker.read).
 BY_SYSTEMD = "systemd"

@@ -18,7 +18,6 @@ from collections.abc import Iterable
 from dataclasses import replace
 
 from console.domain.log_origin import by_systemd, is_request_text, names_a_unit
-from console.domain.models import Engine, Finding, FindingClass
 from console.domain.rank import LineHeader, parse_rank, split_header
 from console.domain.triage.catalogue import WEIGHTS_OOM_HINT, in_engine_terms
 from console.domain.triage.classify import MAX_LINE_CHARS, QUIET_LEVELS, classify_line, finding_of, may_match
@@ -41,6 +40,7 @@ from console.domain.triage.signature_table import read_signature
 from console.domain.triage.signatures import clip
 from console.domain.triage.starts import BY_ENGINE, StartFindings, StartTracker
 from console.domain.triage.wraps import WRAP_WIDTH, WrapReader
+from console.domain.values import Engine, Finding, FindingClass
 
 __all__ = ["Triager", "classify_line", "decisive", "parse_rank", "triage_lines"]
 

@@ -7,7 +7,7 @@ by itself; some Xids (79, 95, 48) mean the GPU needs a reset or a drain before i
 
 from __future__ import annotations
 
-from console.domain.models import Finding, FindingClass, GpuSnapshot
+from console.domain.values import Finding, FindingClass, GpuSnapshot
 
 #: Xid -> what it means (NVIDIA's "Xid Errors" catalogue), for the common ones on datacenter GPUs.
 XID_MEANINGS = {

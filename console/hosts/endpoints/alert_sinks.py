@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 
 import aiohttp
 
-from console.domain.text import printable
+from console.domain.safe_text import printable
 from console.hosts.endpoints.bodies import read_limited
 
 ALERTMANAGER_AUTHORIZATION_ENV = "SERVE_CONSOLE_ALERTMANAGER_AUTHORIZATION"

@@ -18,7 +18,7 @@ from typing import Any
 
 import aiohttp
 
-from console.domain.text import printable
+from console.domain.safe_text import printable
 from console.errors import HostError
 from console.hosts.endpoints.bodies import json_document, read_limited
 from console.hosts.endpoints.health import MAX_PROBE_BODY_BYTES, HttpHealthProbe

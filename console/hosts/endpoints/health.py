@@ -19,8 +19,8 @@ from urllib.parse import urlsplit, urlunsplit
 import aiohttp
 
 from console import __version__
-from console.domain.models import Engine, HealthSample
-from console.domain.text import printable
+from console.domain.safe_text import printable
+from console.domain.values import Engine, HealthSample
 from console.errors import HostError
 from console.hosts.endpoints.bodies import read_limited
 from console.hosts.sockets import socket_factory

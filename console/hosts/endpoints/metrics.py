@@ -13,8 +13,8 @@ import time
 import aiohttp
 
 from console.domain.metrics import EngineScrape, MetricsTextError, parse_metrics
-from console.domain.models import Engine
-from console.domain.text import printable
+from console.domain.safe_text import printable
+from console.domain.values import Engine
 from console.errors import HostError
 from console.hosts.endpoints.bodies import read_limited
 from console.hosts.endpoints.health import MAX_PROBE_BODY_BYTES, HttpHealthProbe

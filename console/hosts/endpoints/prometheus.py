@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 
 import aiohttp
 
-from console.domain.text import printable
+from console.domain.safe_text import printable
 from console.errors import HostError
 from console.hosts.endpoints.bodies import json_document, read_limited
 

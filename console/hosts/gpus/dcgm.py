@@ -15,8 +15,8 @@ from urllib.parse import urlsplit, urlunsplit
 import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
-from console.domain.models import GpuSample, GpuSnapshot
-from console.domain.text import printable
+from console.domain.safe_text import printable
+from console.domain.values import GpuSample, GpuSnapshot
 from console.errors import HostError
 from console.hosts.base import SampledGpuSource
 from console.hosts.endpoints import LocalForward, read_limited

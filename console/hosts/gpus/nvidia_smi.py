@@ -10,8 +10,8 @@ import time
 from collections import deque
 from collections.abc import AsyncIterator, Mapping, Sequence
 
-from console.domain.models import GpuProcess, GpuSample, GpuSnapshot
-from console.domain.text import printable
+from console.domain.safe_text import printable
+from console.domain.values import GpuProcess, GpuSample, GpuSnapshot
 from console.errors import HostError
 from console.hosts.argv import CommandFailed, TransportLost, last_line
 from console.hosts.base import Transport

@@ -11,8 +11,8 @@ import csv
 import math
 from collections.abc import Sequence
 
-from console.domain.models import GpuProcess, GpuSample
-from console.domain.text import printable
+from console.domain.safe_text import printable
+from console.domain.values import GpuProcess, GpuSample
 
 __all__ = [
     "APP_FIELDS",

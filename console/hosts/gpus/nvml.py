@@ -12,8 +12,8 @@ import time
 from types import ModuleType
 from typing import Any
 
-from console.domain.models import GpuProcess, GpuSample, GpuSnapshot
-from console.domain.text import printable
+from console.domain.safe_text import printable
+from console.domain.values import GpuProcess, GpuSample, GpuSnapshot
 from console.hosts.base import SampledGpuSource
 
 _NO_DRIVER = ("LibraryNotFound", "DriverNotLoaded")

@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator, Sequence
 import asyncssh
 
 from console.config import HostConfig
-from console.domain.models import CommandResult
+from console.domain.values import CommandResult
 from console.errors import HostError
 from console.hosts.argv import CommandFailed, LineSplitter, TransportLost, quote_argv
 from console.hosts.base import LinkStatus

@@ -11,7 +11,7 @@ import posixpath
 import secrets
 from collections.abc import AsyncIterator, Sequence
 
-from console.domain.models import CommandResult, JournalEntry, UnitState
+from console.domain.values import CommandResult, JournalEntry, UnitState
 from console.errors import HostError, UsageError
 from console.hosts.argv import (
     CommandFailed,

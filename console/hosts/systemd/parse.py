@@ -9,8 +9,8 @@ import shlex
 import time
 from datetime import datetime
 
-from console.domain.models import JournalEntry, UnitState
-from console.domain.text import printable
+from console.domain.safe_text import printable
+from console.domain.values import JournalEntry, UnitState
 
 #: The properties `state()` asks for, in one `systemctl show` call.
 SHOW_PROPERTIES = (

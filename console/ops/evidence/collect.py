@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from console.config import ServiceConfig
-from console.domain.models import UnitState
+from console.domain.values import UnitState
 from console.hosts.base import Host
 from console.hosts.state_dir import state_dir
 from console.ops.cluster import node_hosts

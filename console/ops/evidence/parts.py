@@ -17,7 +17,7 @@ import time
 from collections.abc import Sequence
 
 from console.config import ServiceConfig
-from console.domain.models import UnitState
+from console.domain.values import UnitState
 from console.hosts.base import Host, Transport
 from console.hosts.endpoints import MetricsUnavailable, metrics_reader
 from console.ops.ranks import ras_query

@@ -17,7 +17,7 @@ import aiohttp
 
 from console.config import ServiceConfig
 from console.domain.metrics import EngineFigures, EngineScrape, MetricsHistory
-from console.domain.models import Engine
+from console.domain.values import Engine
 from console.errors import ConsoleError
 from console.hosts.base import LockBusy
 from console.hosts.endpoints import MetricsUnavailable, metrics_reader

@@ -221,14 +221,14 @@ def engines_text(row: FleetRow) -> str:
                                row.generation_tokens_per_s)):
         return "-"
 
-    def shown(value: object, text: str) -> str:
+    def or_dash(value: object, text: str) -> str:
         return "-" if value is None else text
 
     return " · ".join((
-        f"{shown(row.running_requests, str(row.running_requests))} run",
-        f"{shown(row.waiting_requests, str(row.waiting_requests))} wait",
-        f"KV {shown(row.kv_cache_usage, f'{row.kv_cache_usage or 0:.0%}')}",
-        f"{shown(row.generation_tokens_per_s, f'{row.generation_tokens_per_s or 0:,.0f}')} tok/s",
+        f"{or_dash(row.running_requests, str(row.running_requests))} run",
+        f"{or_dash(row.waiting_requests, str(row.waiting_requests))} wait",
+        f"KV {or_dash(row.kv_cache_usage, f'{row.kv_cache_usage or 0:.0%}')}",
+        f"{or_dash(row.generation_tokens_per_s, f'{row.generation_tokens_per_s or 0:,.0f}')} tok/s",
     ))
 
 

@@ -15,7 +15,7 @@ from console.hosts.state_dir import state_dir
 from console.ops.bundle import WRITE_DEADLINE_S, Incident, bundle_path, write_bundle
 from console.ops.switch.events import FAILED, TIMEOUT, SwitchEvent, SwitchResult
 from console.ops.switch.failure_text import failure_rows, headline
-from console.ops.switch.starter import EventSink
+from console.ops.switch.starter_protocol import EventSink
 
 
 class EventRecorder:

@@ -10,7 +10,7 @@ import enum
 from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Any
 
-from console.domain.models import Finding, FindingClass, HealthSample, OomFigures, Phase, UnitState
+from console.domain.values import Finding, FindingClass, HealthSample, OomFigures, Phase, UnitState
 
 READY = "ready"
 FAILED = "failed"

@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from console.domain.models import Finding, FindingClass
+from console.domain.sizes import GIB, MIB, format_bytes
 from console.domain.triage import WEIGHTS_OOM_HINT
-from console.domain.units import GIB, MIB, format_bytes
+from console.domain.values import Finding, FindingClass
 from console.ops.switch.events import SwitchResult
 
 BAD, OK = "bad", "ok"

@@ -13,16 +13,16 @@ from __future__ import annotations
 import time
 
 from console.config import DROP_IN, LayoutConfig
-from console.domain.models import Finding, FindingClass, Phase
+from console.domain.values import Finding, FindingClass, Phase
 from console.errors import ConsoleError
 from console.hosts.base import Host
 from console.ops.cluster import node_hosts, places
 from console.ops.status import unit_states
 from console.ops.switch.events import FAILED
-from console.ops.switch.group_watch import GroupWatch
+from console.ops.switch.group_follow import GroupFollower
 from console.ops.switch.layout_files import file_to_read, layout_file
-from console.ops.switch.starter import Starter
-from console.ops.switch.watch import Verdict
+from console.ops.switch.start_follow import Verdict
+from console.ops.switch.starter_protocol import Starter
 
 
 async def start_over_nodes(
@@ -76,7 +76,7 @@ async def start_over_nodes(
                        now, now, Phase.FAILED)  # fmt: skip
     starter.step(layout.name, t0, "watch", f"watching {layout.nodes} nodes: journals, unit states, the head's "
                  "health", unit=unit, rollback=rollback)  # fmt: skip
-    watch = GroupWatch(starter, used, unit, layout=layout.name, started_mono=t0, rollback=rollback)
+    watch = GroupFollower(starter, used, unit, layout=layout.name, started_mono=t0, rollback=rollback)
     return await watch.run(cursors, timeout_s=starter.timeout_s)
 
 

@@ -22,7 +22,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from console.config import LayoutConfig, ServiceConfig
-from console.domain.models import Engine
+from console.domain.values import Engine
 from console.errors import ConsoleError, UsageError
 from console.hosts.base import Host
 from console.ops.cluster import node_hosts
@@ -40,10 +40,10 @@ from console.ops.switch.events import (
     ResultEvent,
     SwitchResult,
 )
+from console.ops.switch.layout_starter import LayoutStarter
 from console.ops.switch.locks import ServiceBusy, lock_name, switch_locks
 from console.ops.switch.node_preflight import node_problems
-from console.ops.switch.start import LayoutStarter
-from console.ops.switch.starter import EventSink
+from console.ops.switch.starter_protocol import EventSink
 
 if TYPE_CHECKING:
     from console.ops.audit import AuditLog

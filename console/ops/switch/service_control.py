@@ -1,6 +1,6 @@
 """Stop or restart a service's running unit, under the service's switch lock.
 
-A restart is watched like a switch's start (journal, unit state and health at once, `StartWatch`), so
+A restart is watched like a switch's start (journal, unit state and health at once, `StartFollower`), so
 it ends READY or FAILED with its triaged cause, never a bare "done" while the engine is still loading.
 """
 
@@ -18,7 +18,7 @@ from console.ops.evidence import EVIDENCE_DEADLINE_S, Incident, evidence_before
 from console.ops.status import layout_of_unit, running_layout, unit_states
 from console.ops.switch.events import READY, REFUSED, ResultEvent, StepEvent, SwitchEvent, SwitchResult
 from console.ops.switch.locks import ServiceBusy, switch_locks
-from console.ops.switch.watch import StartWatch
+from console.ops.switch.start_follow import StartFollower
 
 STOPPED = "stopped"
 NOTHING = "nothing-running"
@@ -138,7 +138,7 @@ async def _restart(host: Host, service: ServiceConfig, audit: AuditLog | None, e
             await host.services.restart(unit)
             emit(StepEvent(layout=name, elapsed_s=time.monotonic() - t0, step="watch",
                            detail="watching journal, unit state and health", unit=unit))  # fmt: skip
-            watch = StartWatch(host, service, unit, layout=name, emit=emit, started_mono=t0,
+            watch = StartFollower(host, service, unit, layout=name, emit=emit, started_mono=t0,
                                state_poll_s=state_poll_s, health_poll_s=health_poll_s)  # fmt: skip
             verdict = await watch.run(after_cursor=cursor, timeout_s=timeout_s)
     except ServiceBusy as exc:

@@ -6,12 +6,12 @@ This is the package's public face: other rooms import these names from here, nev
 
 from console.ops.watch.daemon import WatchDaemon, transition_line
 from console.ops.watch.delivery import ALERTMANAGER, WEBHOOK, Deliverer, Sink, webhook_document
+from console.ops.watch.destinations import build_sinks
 from console.ops.watch.lock import WatchLock, WatchLocked
 from console.ops.watch.observe import LOOKBACK_ENTRIES, HostObserver, RankSource
 from console.ops.watch.outbox import Outbox
 from console.ops.watch.rank_source import rank_liveness
 from console.ops.watch.recording import HostRecording, record_folder
-from console.ops.watch.sinks import build_sinks
 from console.ops.watch.store import AlertStore, Delivery, open_alert_store
 
 __all__ = [

@@ -17,8 +17,8 @@ from collections.abc import Awaitable, Callable, Sequence
 
 from console.config import DROP_IN, ENV_FILE, ServiceConfig
 from console.domain.alerts import HostWatch, RankLiveness, ServiceWatch, ServingState
-from console.domain.models import Finding, FindingClass, Phase, UnitState
 from console.domain.triage import OPEN, as_engine_error, decisive, tier_of, xid_findings
+from console.domain.values import Finding, FindingClass, Phase, UnitState
 from console.hosts.base import Host
 from console.hosts.endpoints import MetricsUnavailable, metrics_reader
 from console.hosts.journal_hub import ReadEntry

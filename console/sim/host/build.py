@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 from console.config import HostConfig
-from console.domain.models import GpuSnapshot
+from console.domain.values import GpuSnapshot
 from console.hosts.base import Host, LinkStatus, LockBusy, SampledGpuSource
 from console.hosts.node_facts import LocalNodeFacts
 from console.shutdown import SHUTDOWN

@@ -16,7 +16,7 @@ from collections.abc import Collection
 from pathlib import Path
 
 from console.config import HostConfig, ServiceConfig
-from console.domain.text import printable
+from console.domain.safe_text import printable
 from console.hosts.procfs import group_alive, port_listener
 from console.hosts.state_dir import sim_host_dir
 from console.sim.host.units import service_port

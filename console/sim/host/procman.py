@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from console.config import HostConfig
-from console.domain.models import JournalEntry, UnitState
+from console.domain.values import JournalEntry, UnitState
 from console.errors import HostError
 from console.hosts.procfs import group_alive, pid_alive
 from console.hosts.state_dir import sim_host_dir

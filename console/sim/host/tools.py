@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from console.domain.models import CommandResult
+from console.domain.values import CommandResult
 from console.hosts.local import LocalTransport
 from console.sim.ledger import LEDGER_ENV
 

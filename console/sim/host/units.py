@@ -15,7 +15,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from console.config import DROP_IN, ENV_FILE, HostConfig, LayoutConfig, ServiceConfig, SimConfig
-from console.domain.models import Engine
+from console.domain.values import Engine
 from console.errors import HostError, UsageError
 from console.sim.engine_args import checked_time_scale
 

@@ -17,8 +17,8 @@ from console.domain.fit import (
     rank_load_plan,
     sglang_default_mem_fraction,
 )
-from console.domain.models import Engine
-from console.domain.units import GIB
+from console.domain.sizes import GIB
+from console.domain.values import Engine
 from console.sim.clock import SimClock
 from console.sim.cluster import RENDEZVOUS_FRAMES, RendezvousPortTaken, RendezvousTimeout
 from console.sim.engine_args import EngineArgs

@@ -16,7 +16,7 @@ import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
-from console.domain.models import JournalEntry
+from console.domain.values import JournalEntry
 
 #: How often a follower looks for new entries. Local file reads are cheap; 20 ms keeps detection fast.
 FOLLOW_POLL_S = 0.02

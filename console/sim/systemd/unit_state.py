@@ -6,7 +6,7 @@ import json
 import os
 from pathlib import Path
 
-from console.domain.models import UnitState
+from console.domain.values import UnitState
 from console.hosts.procfs import pid_alive
 
 

@@ -16,7 +16,7 @@ workers only, and its failures end in its own process's traceback instead of an 
 from __future__ import annotations
 
 from console.domain.fit import ModelSpec
-from console.domain.units import GIB
+from console.domain.sizes import GIB
 from console.sim.clock import SimClock
 from console.sim.cluster import RENDEZVOUS_FRAMES, RendezvousPortTaken, RendezvousTimeout, split_host_port
 from console.sim.engine_args import EngineArgs

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 
 from console.domain.fit import ModelSpec, load_model_spec
 from console.domain.layout import check_layout
-from console.domain.models import Engine
+from console.domain.values import Engine
 from console.errors import UsageError
 from console.sim.cluster import collective_timeout_lines
 from console.sim.engine_args import EngineArgs

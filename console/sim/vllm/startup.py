@@ -17,8 +17,8 @@ from __future__ import annotations
 import asyncio
 
 from console.domain.fit import kv_bytes_per_token, placement, rank_load_plan, vllm_activation_bytes
-from console.domain.models import Engine
-from console.domain.units import GIB
+from console.domain.sizes import GIB
+from console.domain.values import Engine
 from console.sim.loading import OomEvent, RankLoader, fragmentation_bytes, layout_rng, rank_rates
 from console.sim.logfmt import capture_progress, shard_progress
 from console.sim.process import EngineExit, StartupReport

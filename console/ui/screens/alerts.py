@@ -16,10 +16,10 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Static
 
 from console.domain.alerts import Alert
-from console.domain.text import shown
+from console.domain.safe_text import shown
 from console.ops.watch import AlertStore, open_alert_store
+from console.ui.app_state import ReachesConsole
 from console.ui.keys import bindings
-from console.ui.reach import ReachesConsole
 
 #: Incidents shown (newest first); `serve-console alerts` lists them all.
 SHOWN_ALERTS = 500

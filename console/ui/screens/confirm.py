@@ -14,8 +14,8 @@ from textual.widgets import Button, Static
 from console.config import ServiceConfig
 from console.hosts.base import Host
 from console.ops.views import ServiceView
+from console.ui.app_state import ReachesConsole
 from console.ui.keys import bindings, changing_actions
-from console.ui.reach import ReachesConsole
 from console.ui.worker_errors import NotifiesWorkerErrors
 
 CHANGING = changing_actions("confirm")

@@ -10,9 +10,9 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
-from console.domain.text import shown
+from console.domain.safe_text import shown
+from console.ui.app_state import ReachesConsole
 from console.ui.keys import bindings
-from console.ui.reach import ReachesConsole
 
 #: What each verb costs, in the operator's words.
 OUTAGE = {

@@ -17,7 +17,7 @@ from textual.widgets import DataTable, Footer, Input, ProgressBar, SelectionList
 from textual.widgets.selection_list import Selection
 
 from console.config import ServiceConfig
-from console.domain.text import shown
+from console.domain.safe_text import shown
 from console.errors import ConsoleError
 from console.hosts.base import Host
 from console.ops.explore import (
@@ -30,8 +30,8 @@ from console.ops.explore import (
     pareto_frontier,
 )
 from console.ops.switch import PhaseEvent, ProgressEvent, ResultEvent, StepEvent
+from console.ui.app_state import ReachesConsole
 from console.ui.keys import bindings
-from console.ui.reach import ReachesConsole
 
 BAR = 40  # characters of the longest bar
 

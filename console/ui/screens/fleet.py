@@ -9,8 +9,8 @@ from textual.widgets import Footer, Header
 
 from console.ops.fleet import PrometheusFleet, fleet_summary
 from console.ops.views import HostSummary, host_summary
+from console.ui.app_state import ReachesConsole
 from console.ui.keys import bindings
-from console.ui.reach import ReachesConsole
 from console.ui.widgets.fleet_table import FleetTable
 
 

@@ -9,8 +9,8 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from console.ui.app_state import console_app
 from console.ui.keys import ACTIONS, display_key, key_for
-from console.ui.reach import console_app
 
 SCOPE_TITLES = {
     "app": "Everywhere", "fleet": "Fleet overview", "host": "Host screen", "journal": "Journal pane",

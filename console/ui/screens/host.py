@@ -18,9 +18,9 @@ from console.hosts.base import Host
 from console.hosts.endpoints import metrics_reader
 from console.ops.switch import PhaseEvent
 from console.ops.views import ServiceView, service_view
+from console.ui.app_state import ReachesConsole
 from console.ui.keys import bindings, changing_actions, scope_actions
 from console.ui.messages import SwitchNews
-from console.ui.reach import ReachesConsole
 from console.ui.screens.host_changes import HostChanges
 from console.ui.widgets.engine_pane import EnginePane
 from console.ui.widgets.footer import ConsoleFooter

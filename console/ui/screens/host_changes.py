@@ -13,7 +13,7 @@ from rich.text import Text
 from textual import work
 
 from console.config import ServiceConfig
-from console.domain.text import shown
+from console.domain.safe_text import shown
 from console.hosts.base import Host
 from console.ops.switch import FAILED, SwitchResult
 from console.ops.views import ServiceView

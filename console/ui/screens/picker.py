@@ -14,12 +14,12 @@ from textual.screen import ModalScreen
 from textual.widgets import DataTable, Static
 
 from console.config import ServiceConfig
-from console.domain.text import shown
+from console.domain.safe_text import shown
 from console.hosts.base import Host
 from console.ops.speed_check import HIGH_CONCURRENCY
 from console.ops.views import ServiceView
+from console.ui.app_state import ReachesConsole
 from console.ui.keys import bindings, changing_actions
-from console.ui.reach import ReachesConsole
 from console.ui.worker_errors import NotifiesWorkerErrors
 
 CHANGING = changing_actions("picker")

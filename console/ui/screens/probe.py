@@ -10,11 +10,11 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, DataTable, ProgressBar, Static
 
 from console.config import ServiceConfig
-from console.domain.text import shown
+from console.domain.safe_text import shown
 from console.hosts.base import Host
 from console.ops.explore import ProbeOptions
+from console.ui.app_state import ReachesConsole
 from console.ui.keys import bindings
-from console.ui.reach import ReachesConsole
 
 #: What `b` sends: two levels, bench_serving-sized requests (4 x the level, at least 8, per level).
 TUI_PROBE = ProbeOptions(concurrency=(1, 8), input_len=256, output_len=128, warmup=1)

@@ -4,6 +4,6 @@ This is the package's public face: other rooms import these names from here, nev
 The CLI's COMMANDS registry names this package for the `web` subcommand.
 """
 
-from console.ui.web.command import add_parser, run
+from console.ui.web.web_entry import add_parser, run
 
 __all__ = ["add_parser", "run"]

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from console.config import ConsoleConfig
-from console.domain.text import shown
+from console.domain.safe_text import shown
 from console.errors import ConsoleError
 from console.factory import open_hosts
 from console.ops.audit import open_audit

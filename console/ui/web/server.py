@@ -20,8 +20,8 @@ import aiohttp_jinja2
 from aiohttp import WSMsgType, web
 from textual_serve.server import Server, to_int
 
+from console.ops.session_log import CLOSED, SERVER_STOPPED, WebSessionLog
 from console.ops.state_db import AuditError
-from console.ops.web_sessions import CLOSED, SERVER_STOPPED, WebSessionLog
 from console.shutdown import SHUTDOWN, on_ending_signals
 from console.ui.web.access import COOKIE, SESSION_SPENT, AccessGate, security_headers
 from console.ui.web.connections import ConnectionGuard, GuardedSite

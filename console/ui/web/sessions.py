@@ -16,7 +16,7 @@ from typing import Any
 
 from textual_serve.app_service import AppService
 
-from console.ops.web_sessions import IDLE
+from console.ops.session_log import IDLE
 
 #: How long an app process has to quit after it was asked before it is killed.
 QUIT_GRACE_S = 10.0

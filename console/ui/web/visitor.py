@@ -97,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from console.domain.text import printable
+    from console.domain.safe_text import printable
     from console.errors import ConsoleError
 
     _end_with_server()

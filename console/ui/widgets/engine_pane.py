@@ -17,7 +17,7 @@ from textual import work
 from textual.widget import Widget
 
 from console.domain.metrics import EngineFigures, EngineScrape, MetricsHistory
-from console.domain.text import shown
+from console.domain.safe_text import shown
 from console.hosts.endpoints import EngineMetricsReader
 from console.ops.engine_status import extra_figures, latency_text
 from console.ui.widgets.gpu_pane import bar, sparkline

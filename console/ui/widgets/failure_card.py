@@ -9,7 +9,7 @@ from rich.table import Table
 from rich.text import Text
 from textual.widgets import Static
 
-from console.domain.text import shown
+from console.domain.safe_text import shown
 from console.ops.switch import SwitchResult, failure_kind, failure_rows, headline
 
 _TONES = {"bad": "card--bad", "ok": "card--ok", "": "card--value"}

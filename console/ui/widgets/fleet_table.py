@@ -13,7 +13,7 @@ from textual import work
 from textual.message import Message
 from textual.widgets import DataTable
 
-from console.domain.text import shown as inert
+from console.domain.safe_text import shown as inert
 from console.ops.views import HostSummary
 from console.ui.keys import bindings
 from console.ui.widgets.service_pane import age_text

@@ -12,9 +12,9 @@ from textual import work
 from textual.widget import Widget
 
 from console.domain.fit import BAD, IDLE, OK, WARN, GpuVerdict, judge_gpus
-from console.domain.models import GpuProcess, GpuSnapshot
-from console.domain.text import shown
+from console.domain.safe_text import shown
 from console.domain.triage import xid_findings
+from console.domain.values import GpuProcess, GpuSnapshot
 from console.hosts.base import Host
 from console.hosts.gpus import GpuHistory
 from console.ui.widgets.polling import poll_forever

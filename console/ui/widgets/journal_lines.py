@@ -9,9 +9,9 @@ import re
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from console.domain.models import Finding, FindingClass
 from console.domain.redact import redact
-from console.domain.text import printable
+from console.domain.safe_text import printable
+from console.domain.values import Finding, FindingClass
 
 #: Triage class -> component class suffix and the short marker label shown before the line.
 CLASS_STYLE = {
@@ -63,7 +63,7 @@ def clean_text(text: str, max_chars: int = 4000) -> str:
 
 def marker_for(finding: Finding) -> str:
     """The short label shown before a finding's line: class, rank, and for OOM its figures."""
-    from console.domain.units import format_bytes
+    from console.domain.sizes import format_bytes
 
     _, label = CLASS_STYLE.get(finding.cls, ("error", finding.cls.value.upper()))
     parts = [label]

@@ -19,8 +19,8 @@ from textual.message import Message
 from textual.widgets import Input
 
 from console.domain.journal_order import systemd_text
-from console.domain.models import Engine, Finding, ReadinessEvent
-from console.domain.text import shown
+from console.domain.safe_text import shown
+from console.domain.values import Engine, Finding, ReadinessEvent
 from console.hosts.base import Host
 from console.ui.widgets.journal_lines import LineFilter
 from console.ui.widgets.journal_view import JournalView

@@ -17,8 +17,8 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 from console.domain.journal_order import insertion_index
-from console.domain.models import Finding
 from console.domain.probe_lines import is_probe_line
+from console.domain.values import Finding
 from console.ui.widgets.journal_lines import JournalLine, LineFilter, clean_text
 
 #: How far back from the newest line a late entry may move (a bounded cost per late batch).

@@ -20,7 +20,7 @@ from textual.reactive import var
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from console.domain.models import Finding
+from console.domain.values import Finding
 from console.ui.widgets.journal_lines import JournalLine, LineFilter
 from console.ui.widgets.journal_store import JournalStore
 from console.ui.widgets.journal_strips import JOURNAL_COMPONENT_CLASSES, STRIP_CACHE_LINES, JournalStrips

@@ -11,8 +11,8 @@ from textual import work
 from textual.message import Message
 from textual.widget import Widget
 
-from console.domain.models import Phase
-from console.domain.text import shown
+from console.domain.safe_text import shown
+from console.domain.values import Phase
 from console.ops.status import FOREIGN
 from console.ops.views import ServiceView
 from console.ui.widgets.polling import poll_forever

@@ -10,7 +10,7 @@ from textual.containers import Horizontal, Vertical
 from textual.widget import Widget
 from textual.widgets import Label, ProgressBar, Static
 
-from console.domain.text import shown
+from console.domain.safe_text import shown
 from console.ops.switch import (
     FindingEvent,
     PhaseEvent,

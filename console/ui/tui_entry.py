@@ -113,7 +113,7 @@ def _run_app(args: argparse.Namespace, config, state_root: Path | None, notes: l
     from console.factory import open_hosts
     from console.hosts.state_dir import state_dir
     from console.ops.audit import open_audit
-    from console.ops.guard import is_readonly
+    from console.ops.readonly import is_readonly
     from console.shutdown import SHUTDOWN
     from console.ui.app import ConsoleApp
 

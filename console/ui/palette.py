@@ -7,8 +7,8 @@ from functools import partial
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
+from console.ui.app_state import console_app
 from console.ui.keys import ACTIONS, UiAction
-from console.ui.reach import console_app
 
 
 class ConsoleCommands(Provider):

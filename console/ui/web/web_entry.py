@@ -70,9 +70,9 @@ def check_options(args: argparse.Namespace) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from console.errors import UsageError
-    from console.ops.guard import is_readonly, require_writable
-    from console.ui.command import tui_config
+    from console.ops.readonly import is_readonly, require_writable
     from console.ui.themes import theme_names
+    from console.ui.tui_entry import tui_config
     from console.ui.web.access import new_token, read_token_file
 
     check_options(args)
@@ -95,9 +95,9 @@ def _serve(args: argparse.Namespace, config, token: str, *, readonly: bool, serv
            stack: contextlib.ExitStack) -> int:
     from console.errors import ConsoleError
     from console.hosts.state_dir import STATE_DIR_ENV, state_dir
-    from console.ops.web_sessions import open_web_sessions
+    from console.ops.session_log import open_web_sessions
     from console.shutdown import SHUTDOWN
-    from console.ui.command import demo_state_root
+    from console.ui.tui_entry import demo_state_root
     from console.ui.web.access import AccessGate, is_loopback
     from console.ui.web.demo_owner import DemoOwner
     from console.ui.web.server import ConsoleWebServer, WebLimits, serve

@@ -1,5 +1,5 @@
 """What a start over several nodes needs of the one-host starter (`start.LayoutStarter`), as a protocol:
-the node code (nodes.py, group_watch.py) is called by the starter, so it names this face, not the class."""
+the node code (nodes.py, group_follow.py) is called by the starter, so it names this face, not the class."""
 
 from __future__ import annotations
 

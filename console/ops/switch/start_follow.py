@@ -22,8 +22,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from console.config import ServiceConfig
-from console.domain.models import Engine, Finding, FindingClass, Phase, UnitState
 from console.domain.triage import OPEN, Triager, as_engine_error, decisive, tier_of
+from console.domain.values import Engine, Finding, FindingClass, Phase, UnitState
 from console.hosts.base import Host
 from console.hosts.endpoints import FirstTokenProbe, first_token_probe
 from console.hosts.journal_hub import ReadEntry
@@ -78,7 +78,7 @@ class Verdict:
         return max(0.0, self.verdict_at - self.decisive_ts)
 
 
-class StartWatch:
+class StartFollower:
     """Watches one unit's start until it is ready, has failed, or the time is up."""
 
     def __init__(

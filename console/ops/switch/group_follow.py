@@ -15,14 +15,14 @@ import asyncio
 import time
 from dataclasses import replace
 
-from console.domain.models import Finding, Phase
 from console.domain.triage import decisive
+from console.domain.values import Finding, Phase
 from console.hosts.base import Host
 from console.ops.cluster import head_address
 from console.ops.switch.cancel import stop_tasks
 from console.ops.switch.events import FAILED, TIMEOUT, StepEvent
-from console.ops.switch.starter import Starter
-from console.ops.switch.watch import StartWatch, Verdict
+from console.ops.switch.start_follow import StartFollower, Verdict
+from console.ops.switch.starter_protocol import Starter
 
 #: How long the other nodes may still report a cause once one node's start has failed.
 NODES_GRACE_S = 1.0
@@ -32,7 +32,7 @@ _PAST = (Phase.LOADING_WEIGHTS, Phase.KV_CACHE, Phase.CUDA_GRAPHS, Phase.HTTP_UP
 _BEGAN = (Phase.INIT_DISTRIBUTED, *_PAST)
 
 
-class GroupWatch:
+class GroupFollower:
     """The watches of one start's nodes, head first, and the start's one verdict."""
 
     def __init__(self, starter: Starter, nodes: list[Host], unit: str, *, layout: str, started_mono: float,
@@ -43,7 +43,7 @@ class GroupWatch:
         self.started_mono = started_mono
         self.rollback = rollback
         self.watches = [
-            StartWatch(node, starter.service, unit, layout=layout, emit=starter.emit, started_mono=started_mono,
+            StartFollower(node, starter.service, unit, layout=layout, emit=starter.emit, started_mono=started_mono,
                        rollback=rollback, state_poll_s=starter.state_poll_s, health_poll_s=starter.health_poll_s,
                        node=node.name, decides_ready=rank == 0)
             for rank, node in enumerate(nodes)
@@ -129,6 +129,6 @@ class GroupWatch:
                        f"{waited:.0f} s; each reaches it: look for a node that hangs before joining, or NCCL's "
                        "interface (NCCL_SOCKET_IFNAME, GLOO_SOCKET_IFNAME)")  # fmt: skip
 
-    def _note(self, watch: StartWatch, waited: float, detail: str) -> None:
+    def _note(self, watch: StartFollower, waited: float, detail: str) -> None:
         self.starter.emit(StepEvent(layout=self.layout, elapsed_s=waited, rollback=self.rollback, node=watch.host.name,
                                     step="rendezvous", detail=detail, unit=watch.unit))  # fmt: skip

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from console.config import DROP_IN, ENV_FILE, LayoutConfig, ServiceConfig
-from console.domain.models import Finding, FindingClass, Phase, UnitState
+from console.domain.values import Finding, FindingClass, Phase, UnitState
 from console.errors import ConsoleError, UsageError
 from console.hosts.base import Host
 from console.ops.status import unit_states
@@ -22,8 +22,8 @@ from console.ops.switch.events import FAILED, StepEvent, SwitchResult
 from console.ops.switch.failure_text import with_advice
 from console.ops.switch.layout_files import layout_file
 from console.ops.switch.nodes import start_over_nodes
-from console.ops.switch.starter import EventSink
-from console.ops.switch.watch import StartWatch, Verdict
+from console.ops.switch.start_follow import StartFollower, Verdict
+from console.ops.switch.starter_protocol import EventSink
 
 if TYPE_CHECKING:
     from console.ops.audit import AuditLog
@@ -158,7 +158,7 @@ class LayoutStarter:
             reason = f"could not {action}: {exc}"
             failure = Finding(cls=FindingClass.UNIT_FAILED, line=str(exc), summary=reason, ts=now)
             return Verdict(FAILED, reason, failure, now, now, Phase.FAILED)
-        watch = StartWatch(
+        watch = StartFollower(
             self.host, self.service, unit, layout=layout.name, emit=self.emit, started_mono=t0,
             rollback=rollback, state_poll_s=self.state_poll_s, health_poll_s=self.health_poll_s,
         )  # fmt: skip

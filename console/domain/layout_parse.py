@@ -173,7 +173,6 @@ def _set_size(sizes: dict[str, int], key: str, value: str, where: str) -> None:
     sizes[key] = number
 
 
-
 def _is_short(token: str) -> bool:
     try:
         _read_parts(token, {})

@@ -32,7 +32,6 @@ _SRC = re.compile(r"\bsrc\s+([0-9A-Fa-f.:]+)")
 _QUICK_S = 5.0
 
 
-
 def route_source_in(output: str) -> str | None:
     """The `src` address in `ip -o route get` output."""
     match = _SRC.search(output)

@@ -25,6 +25,7 @@ def theme_dirs() -> list[Path]:
     user = platformdirs.user_config_path("serve-console", appauthor=False) / "themes"
     return [d for d in (INSTALLED_THEMES, CHECKOUT_THEMES, user) if d.is_dir()]
 
+
 _FIELDS = {
     "primary", "secondary", "warning", "error", "success", "accent", "foreground", "background",
     "surface", "panel", "boost", "dark", "luminosity_spread", "text_alpha",

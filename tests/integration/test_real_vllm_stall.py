@@ -120,6 +120,7 @@ async def test_a_long_real_request_is_never_stalled(real_vllm) -> None:  # noqa:
         assert up.outcome == READY, up.reason
         # waves of 32 long requests, back to back for 40 s (two stall_after_s): on two cores each request
         # streams for some 14 s, and the engine is never without work
+
         async def waves(streams: list[list[float]]) -> None:
             started = time.monotonic()
             while time.monotonic() - started < 40:

@@ -21,6 +21,8 @@ pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
 SWITCH_BOUND_S = 120  # both switches together, far above the ~2 s they take
+
+
 def k26_host(bed, mapping: str):
     cfg = bed_host_config(bed, "tb1", gpus="nvidia-smi", services=(k26_service(mapping),))
     return build_remote_host(cfg)

@@ -37,6 +37,7 @@ def foreign_server():
     def start(port: int) -> subprocess.Popen:
         proc = subprocess.Popen([sys.executable, "-c", ANSWERS_200, str(port)])
         started.append(proc)
+
         def answers() -> bool:
             try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1):

@@ -33,6 +33,7 @@ async def test_a_running_engine_adds_its_own_figures(tmp_path: Path) -> None:
     service = host.config.services[0]
     try:
         await host.services.start(service.unit_for(service.layouts[0]))  # EP8
+
         async def ready():  # the simulated start at time scale 0.03 takes a few seconds
             return (await host.probes[service.name].probe()).status == "ready"
 

@@ -17,6 +17,7 @@ from console.ops.watch import rank_liveness
 
 TIMEOUT = "timeout"
 
+
 async def group_within(head, service, state: str, timeout_s: float = 30.0):
     """The service's status once its group is `state` (how soon is bench/dead_rank.py's figure)."""
     async def reached():

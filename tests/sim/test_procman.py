@@ -71,6 +71,7 @@ async def test_stop_kills_the_whole_group_after_the_grace_period(tmp_path, monke
     pm = ProcessManager(sim_host_config(), tmp_path, stop_grace_s=0.5)
     await pm.start(UNIT)
     state = await wait_state(pm, UNIT, "active")
+
     async def child_line():
         return [e.message for e in await entries(pm, UNIT) if e.message.startswith("child ")]
 

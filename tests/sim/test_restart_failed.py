@@ -16,6 +16,7 @@ async def test_restart_brings_a_failed_unit_back(sim_hosts):
     assert (await switch_layout(host, None, "EP8", timeout_s=60)).outcome == "ready"
     await kill_engine(host, "EP8")
     unit = service.unit_for(service.layout("EP8"))
+
     async def failed():
         return (await host.services.state(unit)).is_failed
 

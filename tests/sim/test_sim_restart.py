@@ -67,6 +67,7 @@ async def test_between_restarts_the_unit_waits_in_auto_restart(tmp_path, monkeyp
     pm = ProcessManager(sim_host_config(), tmp_path)
     await with_drop_in(pm, "[Service]\nRestart=on-failure\nRestartSec=1\n", folder=f"{UNIT}.d")
     await pm.start(UNIT)
+
     async def waiting_to_restart():
         state = await pm.state(UNIT)
         return (state.active, state.sub) == ("activating", "auto-restart")

@@ -52,6 +52,7 @@ async def test_an_engine_that_died_with_a_clean_exit_is_a_death_and_a_stop_is_no
     tp4 = service.unit_for(service.layout("TP4"))
     await host.services.start(tp4)
     assert (await service_status(host, service)).death is None  # something runs: no death to report
+
     async def up():
         return (await host.services.state(tp4)).is_running
 

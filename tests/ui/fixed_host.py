@@ -83,7 +83,6 @@ class FixedGpus(SampledGpuSource):
         return self.snapshot
 
 
-
 class FixedMetrics:
     """The engine's /metrics as one fixed reading (EP8 serving three requests), or a fixed reason."""
 

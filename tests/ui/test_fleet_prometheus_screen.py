@@ -55,7 +55,6 @@ async def test_rows_come_from_prometheus_and_no_host_is_connected(fleet_promethe
         assert app.screen is not None and app.host_screen(fleet.names[5]) is None
 
 
-
 async def test_gpu_pane_puts_a_gpus_last_xid_first() -> None:
     import dataclasses as dc
 

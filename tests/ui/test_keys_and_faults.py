@@ -64,6 +64,7 @@ async def test_readonly_hides_and_refuses_changes(host_screen_ready) -> None:
     app = fixed_app({"demo": "ep8"}, readonly=True)
     async with app.run_test(size=(120, 40)) as pilot:
         await host_screen_ready(pilot)
+
         def footer() -> str:
             return [line for line in screen_text(app).splitlines() if line.strip()][-1]
 

@@ -12,6 +12,7 @@ from waiting import WaitTimeout, wait_for
 REPO = Path(__file__).resolve().parents[2]
 BIN = REPO / ".venv" / "bin" / "serve-console"
 
+
 class Tmux:
     def __init__(self, socket: str) -> None:
         self.socket = socket

@@ -36,6 +36,8 @@ from console.domain.values import Finding, FindingClass
 KNOWN_BAR = 0.90
 NEW_BAR = 0.70
 HEALTHY_BAR = 1.0
+
+
 @dataclass(frozen=True)
 class Scored:
     """One log's label and what triage made of it."""

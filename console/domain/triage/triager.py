@@ -53,6 +53,7 @@ _LOAD_ENDS = ("Load weight end", "Loading weights took", "Model loading took")
 #: Lines only a serving engine writes: an answered request (uvicorn's access line), a batch, its throughput.
 _SERVING = ('HTTP/1.1" 2', "Decode batch", "Prefill batch", "Avg prompt throughput", "Avg generation throughput")
 
+
 class Triager:
     """Reads a log stream line by line and reports each failure once per rank.
 

@@ -123,7 +123,6 @@ class NvmlSource(SampledGpuSource):
     async def sample(self) -> GpuSnapshot:
         return await asyncio.to_thread(self._sample_blocking)
 
-
     async def close(self) -> None:
         if self._initialised and self._nvml is not None:
             try:

@@ -25,7 +25,6 @@ if TYPE_CHECKING:
 THROUGHPUT, C1, TTFT_SLO = "throughput", "c1", "ttft-slo"
 
 
-
 def _figure(line: Mapping[str, Any], key: str) -> float | None:
     value = line.get(key)
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None

@@ -43,7 +43,7 @@ class SwitchEvent:
 
 @dataclass(frozen=True, slots=True)
 class StepEvent(SwitchEvent):
-    """A step of the switch itself: preflight, stop, write, reset-failed, start, watch, rollback."""
+    """A step of the switch itself: preflight, stop, write, start, watch, rollback, evidence."""
 
     step: str = ""
     detail: str = ""

@@ -279,7 +279,6 @@ class _Switch(LayoutStarter):
         )
         return _with_rollback(failed, back)
 
-
     def _no_target_words(self, failed: str) -> str:
         """Why nothing is rolled back to: no layout was ever ready, or only the one that just failed."""
         last = self.audit.last_ready_layout(self.host.name, self.service.name) if self.audit else None

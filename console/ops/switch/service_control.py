@@ -90,6 +90,7 @@ async def restart_service(
     or TIMEOUT. A service in an incident has its evidence collected first (`evidence_s` at most)."""
     emit = on_event or (lambda _e: None)
     t0 = time.monotonic()
+
     def collecting(incident: Incident) -> None:
         emit(StepEvent(layout="-", elapsed_s=time.monotonic() - t0, step="evidence",
                        detail=f"keeping the evidence of {incident.reason} ({evidence_s:g} s at most)"))

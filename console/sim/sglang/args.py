@@ -92,7 +92,6 @@ def _build_parser() -> argparse.ArgumentParser:
     return p
 
 
-
 def parse_engine_args(argv: Sequence[str] | None = None) -> EngineArgs:
     """Parse the command line (argparse exits 2 with its usage message on bad flags)."""
     parser = _build_parser()

@@ -25,6 +25,7 @@ class Family:
     info_labels: tuple[str, ...] = ()
     """An info gauge's label names (cache_config_info)."""
 
+
 FAMILIES: tuple[Family, ...] = (
     Family('estimated_flops_per_gpu', 'counter',
            'Estimated number of floating point operations per GPU (for Model Flops Utilization calculations).'),

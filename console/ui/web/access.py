@@ -178,7 +178,6 @@ class AccessGate:
             return web.Response(status=403, text="403 Forbidden: the websocket's Origin is not this server\n")
         return await handler(request)
 
-
     def _admit(self, request: web.Request) -> None:
         if self.on_admitted is not None:
             self.on_admitted(request.transport)

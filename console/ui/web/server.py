@@ -182,6 +182,7 @@ class ConsoleWebServer(Server):
         """End every open session (the server stops): each app asked to quit, then killed if it does not."""
         for session in self.sessions:
             session.ended_by(SERVER_STOPPED, "the web server stopped")
+
         async def end(session: Session) -> None:
             with SHUTDOWN.stopping(f"web session {session.id}'s app (pid {session.app.pid})"):
                 await session.app.end()

@@ -126,7 +126,7 @@ class SwitchPanel(Widget):
     def on_switch_event(self, ev: SwitchEvent) -> None:
         elapsed, rollback = ev.elapsed_s, ev.rollback
         if isinstance(ev, StepEvent):
-            if ev.unit and ev.step in ("start", "reset-failed", "watch", "reset_failed"):
+            if ev.unit and ev.step in ("start", "watch"):
                 self.follow_unit = ev.unit
             if ev.step == "rollback":
                 self.rolling_back_to = ev.layout

@@ -18,11 +18,16 @@ from console.ops.watch import rank_liveness
 TIMEOUT = "timeout"
 
 
-async def group_within(head, service, state: str, timeout_s: float = 30.0):
-    """The service's status once its group is `state` (how soon is bench/dead_rank.py's figure)."""
+async def group_within(head, service, state: str, timeout_s: float = 30.0, *, explained: bool = False):
+    """The service's status once its group is `state` (how soon is bench/dead_rank.py's figure); with
+    `explained`, once every node in that state has its cause from its journal too (which may trail it)."""
     async def reached():
         status = await service_status(head, service)
-        return status if status.group == state else None
+        if status.group != state:
+            return None
+        if explained and any(n.state == state and n.cause is None for n in status.ranks):
+            return None
+        return status
 
     return await await_for(reached, f"the group to be {state}", timeout_s=timeout_s, interval_s=0.1)
 
@@ -60,7 +65,7 @@ async def test_a_wedged_worker_then_a_dead_one_fail_the_group_while_the_head_ans
     assert wedged.group == "unresponsive" and wedged.health.status == "ready"
     assert "stopped (state T)" in wedged.ranks[1].detail
     os.kill(pid, signal.SIGKILL)
-    dead = await group_within(head, service, "dead")
+    dead = await group_within(head, service, "dead", explained=True)
     assert dead.group == "dead" and dead.health.status == "ready"  # the head still answers 200
     node = dead.ranks[1]
     assert node.host == "demo-b" and node.state == "dead" and node.cause is not None

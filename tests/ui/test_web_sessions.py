@@ -13,6 +13,7 @@ from web_fakes import TOKEN, stand_in_server
 
 from console.cli import main
 from console.ops.session_log import CLOSED, IDLE, INTERRUPTED, OPEN, REFUSED, SERVER_STOPPED, WebSessionLog
+from console.ui.web.sessions import QUIT_GRACE_S
 
 
 async def _client(server) -> TestClient:
@@ -99,7 +100,8 @@ async def test_stopping_the_server_ends_and_logs_every_session(tmp_path: Path) -
         assert await _until(lambda: all(s.app_pid for s in server.log.sessions()) and len(server.sessions) == 2)
         pids = [s.app_pid for s in server.log.sessions()]
         await server.end_sessions()
-        assert await _until(lambda: _outcomes(server) == [SERVER_STOPPED, SERVER_STOPPED])
+        # each app has QUIT_GRACE_S to quit, then is killed and waited for as long: a guard past both
+        assert await _until(lambda: _outcomes(server) == [SERVER_STOPPED, SERVER_STOPPED], timeout_s=4 * QUIT_GRACE_S)
         assert not any(_alive(pid) for pid in pids)
     finally:
         await client.close()

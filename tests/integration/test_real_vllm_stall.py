@@ -41,6 +41,13 @@ async def _stream(host, tokens: list[float], max_tokens: int = 1900, prompt: str
                     tokens.append(time.monotonic())
 
 
+async def _streams(host, tokens: list[float]) -> None:
+    """Streamed completions back to back until cancelled: a fast engine (float32 on two cores) ends one
+    1,900-token request before status has read it twice."""
+    while True:
+        await _stream(host, tokens)
+
+
 async def _reading(host, service, cache):
     st = await service_status(host, service, fresh_health=True)
     return st, await cache.judge(host, service, st)
@@ -51,11 +58,12 @@ async def test_a_stopped_engine_core_is_stalled_while_health_answers_200_and_ser
     host = open_host(bed)
     service = tiny_service()
     cache = ServingCache()
+    probe = None
     try:
         up = await switch_layout(host, service, "TP1", audit=state["audit"], timeout_s=START_TIMEOUT_S)
         assert up.outcome == READY, up.reason
         tokens: list[float] = []
-        probe = asyncio.gather(*(_stream(host, tokens) for _ in range(2)))
+        probe = asyncio.gather(*(_streams(host, tokens) for _ in range(2)))
         # wait for the requests to be running and moving, then stop only the engine core
         seen: list = []
 
@@ -108,6 +116,10 @@ async def test_a_stopped_engine_core_is_stalled_while_health_answers_200_and_ser
             await probe
     finally:
         bed.ssh(HOST, f"pkill -CONT -f {CORE}", check=False)
+        if probe is not None:
+            probe.cancel()  # the streams go on until cancelled, whatever failed
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await probe
         cache.close()
         await host.close()
 
